@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Bootstrap for the two README commands; needs only Python 3.11+ and pip.
+
+    python3 dev.py serve [tuffdb serve options]   # set up .venv, start the server
+    python3 dev.py test  [pytest options]         # set up .venv (+ test tools), run the suite
+
+Creates ``.venv`` next to this file on first use and reinstalls only when
+``pyproject.toml`` changes. ``test`` also installs the Debian packages the suite
+compares against (redis-server, redis-tools) when run as root with apt available,
+and carries on without them otherwise (those comparisons then say why they did not run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PY = VENV / "bin" / "python"
+DEBIAN_TEST_PACKAGES = ("redis-server", "redis-tools")
+
+
+def _run(*cmd: str | Path, check: bool = True) -> int:
+    return subprocess.run([str(c) for c in cmd], check=check, cwd=ROOT).returncode
+
+
+def _ensure_venv(extras: str) -> None:
+    if sys.version_info < (3, 11):
+        sys.exit("tuffdb needs Python 3.11 or newer")
+    if not PY.exists():
+        _run(sys.executable, "-m", "venv", VENV)
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
+    stamp = VENV / f".installed-{extras or 'base'}"
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    _run(PY, "-m", "pip", "install", "-q", "--upgrade", "pip")
+    target = f".[{extras}]" if extras else "."
+    _run(PY, "-m", "pip", "install", "-q", "-e", target)
+    stamp.write_text(digest)
+
+
+def _ensure_debian_packages() -> None:
+    missing = [p for p in DEBIAN_TEST_PACKAGES if not shutil.which(p.replace("-tools", "-cli"))]
+    if not missing or os.geteuid() != 0 or not shutil.which("apt-get"):
+        return
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    cmds = (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *missing])
+    for cmd in cmds:
+        if subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL).returncode:
+            print(f"dev.py: '{' '.join(cmd)}' failed; tests that need {missing} will say so")
+            return
+    # Debian's package starts a redis-server on 6379; the tests start their own.
+    subprocess.run(["service", "redis-server", "stop"], check=False, capture_output=True)
+
+
+def main() -> int:
+    if len(sys.argv) < 2 or sys.argv[1] not in {"serve", "test"}:
+        print(__doc__)
+        return 2
+    cmd, rest = sys.argv[1], sys.argv[2:]
+    if cmd == "serve":
+        _ensure_venv("")
+        args = rest if any(a.startswith("--data-dir") for a in rest) else ["--data-dir", "tuffdb-data", *rest]
+        os.execv(str(VENV / "bin" / "tuffdb"), ["tuffdb", "serve", *args])
+    _ensure_venv("test")
+    _ensure_debian_packages()
+    return _run(PY, "-m", "pytest", *rest, check=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""The whole tuffdb exception tree.
+
+Every error tuffdb raises on purpose derives from :class:`Error`. Engine internals
+never become public types: they go in :attr:`CorruptionError.reason`. Each server
+maps this tree to its protocol in one table (see ``tuffdb.server``).
+"""
+
+from __future__ import annotations
+
+
+class Error(Exception):
+    """Base of everything tuffdb raises on purpose."""
+
+
+class ProgrammingError(Error):
+    """The API was misused (wrong argument type, call order, state)."""
+
+
+class ClosedError(ProgrammingError):
+    """A handle was used after ``close()``; open the store again."""
+
+
+class ReadOnlyError(ProgrammingError):
+    """A write was attempted on a read-only handle."""
+
+
+class NotFoundError(Error, KeyError):
+    """The key, record or event does not exist (also a ``KeyError``)."""
+
+
+class IntegrityError(Error):
+    """A DCB append condition failed; ``.condition`` holds the condition."""
+
+    def __init__(self, message: str, condition: object | None = None) -> None:
+        super().__init__(message)
+        self.condition = condition
+
+
+class OperationalError(Error):
+    """The operation could not be carried out in the store's current situation."""
+
+
+class LockTimeout(OperationalError, TimeoutError):
+    """Another process holds the data directory's lock."""
+
+
+class StorageFullError(OperationalError):
+    """The disk or a configured size limit is full."""
+
+
+class LimitExceeded(OperationalError, ValueError):
+    """A key, value, batch or message is larger than its limit (checked before any write)."""
+
+
+class ConflictError(OperationalError):
+    """A transaction lost a commit-time conflict; retry it."""
+
+
+class CorruptionError(Error):
+    """Bytes on disk or on the wire failed validation.
+
+    ``path`` and ``offset`` say where, ``reason`` says what, ``bytes_dropped`` how much
+    a recovery discarded (0 when nothing was discarded).
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        path: str | None = None,
+        offset: int | None = None,
+        bytes_dropped: int = 0,
+    ) -> None:
+        where = f" in {path}" if path else ""
+        at = f" at offset {offset}" if offset is not None else ""
+        super().__init__(f"corruption{where}{at}: {reason}")
+        self.reason = reason
+        self.path = path
+        self.offset = offset
+        self.bytes_dropped = bytes_dropped
+
+
+class VersionMismatchError(Error):
+    """A file was written by an unknown (usually newer) format version."""
+
+
+class PoisonedError(Error):
+    """An earlier write or fsync failed; the store refuses writes. Close and reopen it."""
+
+
+class AuthError(Error):
+    """Authentication failed (missing or wrong credentials, expired token)."""
+
+
+class WrongKeyError(AuthError):
+    """The encryption key does not match the one the data was written with."""
+
+
+class PermissionDeniedError(AuthError):
+    """The authenticated principal may not do this."""
+
+
+class ProtocolError(Error):
+    """Malformed wire input."""
+
+
+class UnknownFileWarning(UserWarning):
+    """``check()`` found a file in the data directory that tuffdb did not write."""
+
+
+class RecoveredTailWarning(UserWarning):
+    """Recovery truncated a torn or corrupt tail; ``bytes_dropped`` in the message."""
+
+
+__all__ = [
+    "AuthError",
+    "ClosedError",
+    "ConflictError",
+    "CorruptionError",
+    "Error",
+    "IntegrityError",
+    "LimitExceeded",
+    "LockTimeout",
+    "NotFoundError",
+    "OperationalError",
+    "PermissionDeniedError",
+    "PoisonedError",
+    "ProgrammingError",
+    "ProtocolError",
+    "ReadOnlyError",
+    "RecoveredTailWarning",
+    "StorageFullError",
+    "UnknownFileWarning",
+    "VersionMismatchError",
+    "WrongKeyError",
+]

@@ -1,0 +1,32 @@
+"""The contract between ``tuffdb serve`` (``server/app.py``) and each protocol face.
+
+A face module (``tuffdb.server.resp``, ``tuffdb.server.umadb_grpc``,
+``tuffdb.server.ekodb_http``) exposes ``create(config: ServeConfig) -> Face``.
+``create`` opens the face's store under ``config.data_dir / <face name>`` and may
+raise :class:`tuffdb.errors.Error` with a message saying what to fix.
+
+Lifecycle, driven by the host on one asyncio event loop (uvloop when available):
+
+1. ``await face.start()`` binds the listening socket(s) and starts accepting.
+   A bind failure raises ``OSError``; the host then stops the faces it already
+   started and exits non-zero.
+2. On SIGTERM/SIGINT the host calls ``await face.stop()`` on every face (reverse
+   start order): stop accepting, finish in-flight requests (bounded by a grace
+   period), then fsync and close the store. ``stop`` must be idempotent.
+3. ``face.health()`` returns a small JSON-able dict for ``GET /health`` on the
+   admin port (at least ``{"status": "ok" | "degraded", ...}``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class Face(Protocol):
+    name: str  # "resp" | "grpc" | "http"
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def health(self) -> dict[str, Any]: ...
