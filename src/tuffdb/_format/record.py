@@ -1,0 +1,129 @@
+"""Record framing for every append-only file (spec: docs/format/record.md).
+
+A frame is a 10-byte header followed by ``length`` payload bytes::
+
+    +---------+---------+------+-------+----------------+
+    | crc u32 | len u32 | kind | flags | payload (len)  |
+    +---------+---------+------+-------+----------------+
+
+``crc`` is CRC-32C of bytes 4..10 of the header followed by the payload, so a damaged
+length, kind or flags byte fails the check as surely as a damaged payload.
+A frame with the COMMIT flag ends a batch: readers act on a batch only once they have
+seen its committing frame, and recovery truncates everything after the last one.
+"""
+
+from __future__ import annotations
+
+import struct
+from enum import IntEnum, IntFlag
+from typing import NamedTuple
+
+from tuffdb._format.checksum import crc32c, crc32c_extend
+
+FRAME = struct.Struct("<IIBB")
+CRC_OFFSET = 0
+LENGTH_OFFSET = CRC_OFFSET + 4
+KIND_OFFSET = LENGTH_OFFSET + 4
+FLAGS_OFFSET = KIND_OFFSET + 1
+FRAME_SIZE = FLAGS_OFFSET + 1
+assert FRAME.size == FRAME_SIZE == 10
+_TAIL = struct.Struct("<IBB")  # the checksummed part of the header
+_CRC = struct.Struct("<I")
+MAX_PAYLOAD_SIZE = 1 << 30
+
+
+class Flag(IntFlag):
+    COMMIT = 0x01  # last frame of a batch
+    ZSTD = 0x02  # payload is a zstd frame
+    AES_GCM = 0x04  # payload is nonce(12) | ciphertext | tag(16)
+
+
+KNOWN_FLAGS = int(Flag.COMMIT | Flag.ZSTD | Flag.AES_GCM)
+
+
+class Kind(IntEnum):
+    """Frame kinds. 1-15 storage core, 16-31 KV, 32-47 events, 48-63 documents."""
+
+    INVALID = 0  # never written; a zero-filled region decodes as kind 0 and is rejected
+    META = 1  # small self-describing metadata (JSON), e.g. a footer or manifest
+    KV_BATCH = 16  # hot-tier log: a batch of KV records
+    KV_BLOCK = 17  # cold segment: a block of KV records
+    KV_BLOCK_INDEX = 18  # cold segment: the block index
+    KV_HINT = 19  # hint file body
+
+
+class Frame(NamedTuple):
+    offset: int  # offset of the frame header in the buffer
+    kind: int
+    flags: int
+    payload: bytes
+
+
+def frame_header(kind: int, payload: bytes, flags: int = 0) -> bytes:
+    """The 10 header bytes for ``payload``; write them followed by the payload."""
+    tail = _TAIL.pack(len(payload), kind, flags)
+    return _CRC.pack(crc32c_extend(crc32c(tail), payload)) + tail
+
+
+def encode_frame(kind: int, payload: bytes, flags: int = 0) -> bytes:
+    """Header and payload in one bytes object (copies the payload)."""
+    return frame_header(kind, payload, flags) + payload
+
+
+class ScanResult(NamedTuple):
+    frames: list[Frame]
+    end: int  # offset just past the last valid frame
+    committed_end: int  # offset just past the last valid frame carrying COMMIT
+    error: str | None  # why scanning stopped before the end of the buffer, if it did
+
+
+def scan_frames(buf: bytes, start: int = 0, end: int | None = None) -> ScanResult:
+    """Decode frames in ``buf[start:end]`` up to the first invalid one (payloads are copies).
+
+    Never raises on bad input: the first frame that is short, oversized, of kind 0,
+    with unknown flags or a checksum mismatch stops the scan, and ``error`` says why.
+    """
+    mv = bytes(buf) if not isinstance(buf, bytes) else buf
+    if end is None:
+        end = len(mv)
+    frames: list[Frame] = []
+    append = frames.append
+    unpack = FRAME.unpack_from
+    pos = start
+    committed = start
+    error = None
+    while pos < end:
+        if end - pos < FRAME_SIZE:
+            error = f"torn frame header ({end - pos} of {FRAME_SIZE} bytes)"
+            break
+        crc, length, kind, flags = unpack(mv, pos)
+        body = pos + FRAME_SIZE
+        if kind == 0:
+            error = "zero-filled or invalid frame (kind 0)"
+            break
+        if length > MAX_PAYLOAD_SIZE:
+            error = f"bad length {length}"
+            break
+        if body + length > end:
+            error = f"torn frame (needs {length} payload bytes, {end - body} present)"
+            break
+        if flags & ~KNOWN_FLAGS:
+            error = f"unknown flags 0x{flags:02x}"
+            break
+        payload = mv[body : body + length]
+        if crc32c_extend(crc32c(mv[pos + LENGTH_OFFSET : body]), payload) != crc:
+            error = "checksum mismatch"
+            break
+        append(Frame(pos, kind, flags, payload))
+        pos = body + length
+        if flags & Flag.COMMIT:
+            committed = pos
+    return ScanResult(frames, pos, committed, error)
+
+
+def read_frame_at(buf: bytes, pos: int) -> Frame:
+    """Decode exactly one frame at ``pos`` or raise ``ValueError`` saying why."""
+    res = scan_frames(buf, pos, None)
+    if not res.frames or res.frames[0].offset != pos:
+        raise ValueError(res.error or "no frame")
+    return res.frames[0]

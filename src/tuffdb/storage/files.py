@@ -1,0 +1,105 @@
+"""File-system helpers: durable create/rename/delete and segment naming.
+
+Assumptions (docs/design/assumptions.md): a file's new directory entry is durable only
+after the directory itself is fsynced, so every create, rename and delete that matters
+is followed by :func:`fsync_dir`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tuffdb import metrics
+from tuffdb._failpoints import failpoint
+
+ID_DIGITS = 20
+
+
+def segment_name(seg_id: int, suffix: str) -> str:
+    return f"{seg_id:0{ID_DIGITS}d}{suffix}"
+
+
+def list_ids(directory: Path, suffix: str) -> list[int]:
+    """Ids of ``<digits><suffix>`` files in ``directory``, ascending."""
+    out = []
+    for name in os.listdir(directory):
+        if name.endswith(suffix):
+            stem = name[: -len(suffix)]
+            if len(stem) == ID_DIGITS and stem.isdigit():
+                out.append(int(stem))
+    out.sort()
+    return out
+
+
+def fsync_fd(fd: int) -> None:
+    failpoint("before_fsync")
+    os.fsync(fd)
+    metrics.FSYNCS.inc()
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_file_durably(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: temp file, fsync, rename, fsync directory."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        fsync_fd(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def remove_durably(paths: list[Path]) -> None:
+    """Unlink ``paths`` (missing ones are fine), then fsync their directories once."""
+    dirs = set()
+    for p in paths:
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            continue
+        dirs.add(p.parent)
+    for d in dirs:
+        fsync_dir(d)
+
+
+def pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view = view[n:]
+        offset += n
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def pread_exact(fd: int, size: int, offset: int) -> bytes:
+    data = os.pread(fd, size, offset)
+    if len(data) == size:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        more = os.pread(fd, size - got, offset + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
