@@ -1,0 +1,155 @@
+"""The ``tuffdb`` command (also ``python -m tuffdb``).
+
+    tuffdb serve [options]     run the server (see ``tuffdb serve --help``)
+    tuffdb check PATH          verify a store; exit 1 if problems were found
+    tuffdb stat PATH           print a store's statistics as JSON
+    tuffdb compact PATH        compact a store now
+    tuffdb version             print "tuffdb <version>"
+
+Exit codes: 0 success, 1 problems found or the store could not be opened, 2 usage
+or configuration error. ``check``/``stat``/``compact`` must not run against a store
+a live server has open (the store's lock refuses it with a clear message).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tuffdb._version import __version__
+from tuffdb.errors import Error, LockTimeout
+from tuffdb.server.config import ConfigError, ServeConfig, add_serve_arguments, encryption_key
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    parser = argparse.ArgumentParser(prog="tuffdb", description="tuffdb: KV, events, documents.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    serve = sub.add_parser("serve", help="run the server",
+                           description="Options come from flags, then TUFFDB_* environment "
+                           "variables, then the --config TOML file, then defaults.")
+    add_serve_arguments(serve)
+    serve.add_argument("--print-config", action="store_true",
+                       help="print the effective configuration as JSON and exit")
+    for name, help_ in (("check", "verify checksums, index and hint files; exit 1 on problems"),
+                        ("stat", "print store statistics as JSON"),
+                        ("compact", "compact the store now")):
+        cmd = sub.add_parser(name, help=help_, description=help_)
+        cmd.add_argument("path", metavar="PATH", type=Path, help="store directory")
+        cmd.add_argument("--encryption-key-file", metavar="FILE", type=Path,
+                         help="key of an encrypted store (or env TUFFDB_ENCRYPTION_KEY)")
+    sub.add_parser("version", help="print the version")
+    return parser, sub.choices
+
+
+def _open_store(path: Path, key: bytes | None) -> Any:
+    """Open the store at ``path``: the one place that knows the kinds of store.
+
+    Only the KV store exists so far. When the event store and document directories
+    land, each writes a marker file and this function picks the opener by it.
+    """
+    from tuffdb.kv.store import KVStore  # noqa: PLC0415 (keeps `tuffdb version` fast)
+
+    return KVStore.open(path, encryption_key=key)
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _store_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    path: Path = args.path
+    if not path.is_dir():
+        parser.error(f"{path} is not a directory (PATH is a store directory, "
+                     "e.g. ./tuffdb-data/kv)")
+    try:
+        key = encryption_key(ServeConfig(encryption_key_file=args.encryption_key_file))
+    except ConfigError as exc:
+        parser.error(str(exc))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            store = _open_store(path, key)
+        except ImportError as exc:
+            print(f"tuffdb: the KV engine is not available in this build ({exc})", file=sys.stderr)
+            return 1
+        except LockTimeout as exc:
+            print(f"tuffdb: {path} is in use ({exc}); stop the server that has it open first",
+                  file=sys.stderr)
+            return 1
+        except Error as exc:
+            print(f"tuffdb: cannot open {path}: {exc}", file=sys.stderr)
+            return 1
+    for w in caught:
+        # Recovery notes (e.g. a torn tail truncated after a crash) are news, not failures.
+        print(f"note: {w.category.__name__}: {w.message}", file=sys.stderr)
+    with store:
+        return _COMMANDS[args.command](store, path)
+
+
+def _check(store: Any, path: Path) -> int:
+    problems = store.check()
+    for problem in problems:
+        print(f"problem: {problem}")
+    print(f"{path}: {len(problems)} problem(s) found" if problems else f"{path}: ok")
+    return 1 if problems else 0
+
+
+def _stat(store: Any, _path: Path) -> int:
+    print(json.dumps(store.stats(), indent=2, sort_keys=True, default=str))
+    return 0
+
+
+def _compact(store: Any, path: Path) -> int:
+    before = _dir_bytes(path)
+    store.compact()
+    store.sync()
+    after = _dir_bytes(path)
+    print(json.dumps({"path": str(path), "bytes_before": before, "bytes_after": after}))
+    return 0
+
+
+_COMMANDS: dict[str, Callable[[Any, Path], int]] = {
+    "check": _check, "stat": _stat, "compact": _compact,
+}
+
+
+def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from tuffdb.server import config as config_mod  # noqa: PLC0415
+
+    flags = {k: v for k, v in vars(args).items() if k not in ("command", "print_config")}
+    try:
+        config = config_mod.load(flags, os.environ)
+    except ConfigError as exc:
+        parser.error(str(exc))
+    if args.print_config:
+        print(json.dumps(config_mod.redacted(config), indent=2))
+        return 0
+    from tuffdb.server.app import run  # noqa: PLC0415 (imports asyncio machinery)
+
+    return run(config)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``tuffdb`` command line; returns the exit code."""
+    parser, commands = _parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "version":
+            print(f"tuffdb {__version__}")
+            return 0
+        # Usage errors print the subcommand's usage, not the top-level one.
+        if args.command == "serve":
+            return _serve(args, commands["serve"])
+        return _store_command(args, commands[args.command])
+    except KeyboardInterrupt:  # Ctrl-C before the server installed its handlers
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

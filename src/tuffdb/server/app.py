@@ -1,0 +1,213 @@
+"""``tuffdb serve``: one process, one asyncio loop, the admin endpoint and every face.
+
+Lifecycle (the face side of it is in ``server/face.py``):
+
+1. Log the effective configuration (secrets redacted), create ``data_dir``.
+2. Start the admin endpoint, then each enabled face in :data:`FACE_MODULES` order:
+   import its module lazily, ``create(config)``, ``await start()``, log its address.
+   A face whose module does not exist yet logs "face not available" and is skipped;
+   any other failure is fatal: started faces are stopped and the exit code is 1.
+3. Log ``ready``. Tests and supervisors wait for that line.
+4. On the first SIGTERM/SIGINT: ``await stop()`` on every face in reverse start
+   order (each finishes in-flight work, fsyncs and closes its store), then the admin
+   endpoint; log ``stopped`` and exit 0 (1 if a face failed to stop cleanly).
+   A second signal exits immediately with 128 + the signal number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tuffdb._version import __version__
+from tuffdb.errors import Error
+from tuffdb.log import configure, get_logger
+from tuffdb.server.admin import AdminServer
+from tuffdb.server.config import ServeConfig, redacted
+from tuffdb.server.face import Face
+
+# Face name -> module; start order is this order, stop order the reverse.
+FACE_MODULES = {
+    "resp": "tuffdb.server.resp",
+    "grpc": "tuffdb.server.umadb_grpc",
+    "http": "tuffdb.server.ekodb_http",
+}
+
+log = get_logger("tuffdb.server")
+
+
+class StartupError(Error):
+    """The server could not start; the message says which part and why."""
+
+
+def _loop_factory() -> tuple[Callable[[], asyncio.AbstractEventLoop] | None, str]:
+    try:
+        import uvloop  # noqa: PLC0415 (optional speed-up, absent on Windows)
+    except ImportError:
+        return None, "asyncio"
+    return uvloop.new_event_loop, "uvloop"
+
+
+def _format_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class Host:
+    """Runs the faces and the admin endpoint of one ``tuffdb serve`` process."""
+
+    def __init__(self, config: ServeConfig, loop_name: str = "asyncio") -> None:
+        self.config = config
+        self.loop_name = loop_name
+        self.state = "starting"  # -> "running" -> "stopping"
+        self.faces: list[Face] = []
+        self.unavailable: list[str] = []
+        self.started = time.monotonic()
+        self._stop = asyncio.Event()
+        self._admin: AdminServer | None = None
+
+    # -- admin endpoint callbacks --------------------------------------------------
+
+    def health(self) -> tuple[int, dict[str, Any]]:
+        faces: dict[str, Any] = {}
+        status = "ok" if self.state == "running" else self.state
+        for face in self.faces:
+            try:
+                faces[face.name] = face.health()
+            except Exception as exc:  # noqa: BLE001 (a broken health() is reported, not fatal)
+                faces[face.name] = {"status": "degraded", "error": f"health() raised {exc!r}"}
+            if status == "ok" and faces[face.name].get("status") != "ok":
+                status = "degraded"
+        doc = {"status": status, "version": __version__, "pid": os.getpid(),
+               "uptime_s": round(time.monotonic() - self.started, 3),
+               "faces": faces, "unavailable": self.unavailable}
+        return (200 if status == "ok" else 503), doc
+
+    def face_states(self) -> dict[str, bool]:
+        up = {name: False for name in FACE_MODULES}
+        up.update({face.name: self.state == "running" for face in self.faces})
+        return up
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def _on_signal(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        if self._stop.is_set():
+            log.error("forced exit", signal=name, exit_code=128 + signum)
+            sys.stderr.flush()
+            os._exit(128 + signum)
+        log.info("signal received", signal=name, action="graceful shutdown")
+        self._stop.set()
+
+    def _load_face(self, name: str, module_name: str) -> Face | None:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise StartupError(f"face {name}: importing {module_name} failed: {exc}") from exc
+            log.warning("face not available", face=name, module=module_name)
+            self.unavailable.append(name)
+            return None
+        except Exception as exc:
+            raise StartupError(f"face {name}: importing {module_name} failed: {exc!r}") from exc
+        if getattr(module, "__file__", None) is None and not hasattr(module, "create"):
+            # A directory without __init__.py imports as a namespace package: a face
+            # whose package is still being written. Same as a missing module.
+            log.warning("face not available", face=name, module=module_name,
+                        reason="namespace package without create()")
+            self.unavailable.append(name)
+            return None
+        try:
+            face: Face = module.create(self.config)
+        except Exception as exc:
+            raise StartupError(f"face {name}: create() failed: {exc}") from exc
+        return face
+
+    async def _start(self) -> None:
+        config = self.config
+        try:
+            config.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StartupError(f"cannot create data_dir {config.data_dir}: {exc}") from exc
+        if config.admin_port:
+            admin = AdminServer(config.host, config.admin_port, self.health, self.face_states)
+            try:
+                await admin.start()
+            except OSError as exc:
+                where = _format_address(config.host, config.admin_port)
+                raise StartupError(f"admin endpoint cannot listen on {where}: {exc}") from exc
+            self._admin = admin
+            log.info("listening", face="admin", address=admin.address)
+        for name, module_name in FACE_MODULES.items():
+            port = getattr(config, f"{name}_port")
+            if port == 0:
+                log.info("face disabled", face=name, reason=f"{name}_port is 0")
+                continue
+            face = self._load_face(name, module_name)
+            if face is None:
+                continue
+            try:
+                await face.start()
+            except Exception as exc:
+                where = _format_address(config.host, port)
+                with contextlib.suppress(Exception):
+                    await face.stop()
+                raise StartupError(f"face {name} cannot start on {where}: {exc}") from exc
+            self.faces.append(face)
+            address = getattr(face, "address", None) or _format_address(config.host, port)
+            log.info("listening", face=name, address=address)
+
+    async def _shutdown(self) -> int:
+        self.state = "stopping"
+        log.info("stopping", faces=[face.name for face in reversed(self.faces)])
+        code = 0
+        for face in reversed(self.faces):
+            try:
+                await face.stop()
+            except Exception as exc:  # noqa: BLE001 (keep stopping the others, report at exit)
+                log.error("face stop failed", face=face.name, error=repr(exc), exc_info=True)
+                code = 1
+            else:
+                log.info("face stopped", face=face.name)
+        if self._admin is not None:
+            await self._admin.stop()
+        return code
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        log.info("starting", version=__version__, pid=os.getpid(), loop=self.loop_name,
+                 python=sys.version.split()[0])
+        log.info("config", **redacted(self.config))
+        code = 0
+        try:
+            await self._start()
+        except StartupError as exc:
+            log.error("startup failed", error=str(exc))
+            code = 1
+        else:
+            self.state = "running"
+            log.info("ready", pid=os.getpid(),
+                     faces=[face.name for face in self.faces], unavailable=self.unavailable,
+                     admin=self._admin.address if self._admin else None)
+            await self._stop.wait()
+        code = max(code, await self._shutdown())
+        log.info("stopped", exit_code=code)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        return code
+
+
+def run(config: ServeConfig) -> int:
+    """Serve until a signal arrives; return the process exit code."""
+    configure(config.log_level)
+    factory, loop_name = _loop_factory()
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(Host(config, loop_name).run())

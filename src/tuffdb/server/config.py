@@ -1,0 +1,264 @@
+"""``tuffdb serve`` configuration: :class:`ServeConfig` and where its values come from.
+
+Precedence, highest first: command-line flags, ``TUFFDB_*`` environment variables,
+the TOML file named by ``--config`` (or ``TUFFDB_CONFIG``), the defaults below.
+Every option has the three spellings ``--interval-ms``, ``TUFFDB_INTERVAL_MS`` and
+``interval_ms`` (``interval-ms`` is accepted in TOML too). TOML tables ``[resp]``,
+``[grpc]`` and ``[http]`` are passed through untouched in :attr:`ServeConfig.extra`.
+
+Relative paths from flags and the environment are relative to the current
+directory; relative paths in a TOML file are relative to that file's directory, so
+a config file can be moved together with its data. An empty environment variable
+counts as unset.
+
+The encryption key is never a config value: ``encryption_key_file`` names a file,
+or ``TUFFDB_ENCRYPTION_KEY`` holds the key itself (hex or base64 of 32 bytes);
+faces call :func:`encryption_key` to get the bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import dataclasses
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tuffdb.errors import Error
+
+DURABILITY_MODES = ("always", "interval", "none")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+FACE_SECTIONS = ("resp", "grpc", "http")
+KEY_SIZE = 32
+ENV_PREFIX = "TUFFDB_"
+ENV_KEY = "TUFFDB_ENCRYPTION_KEY"
+REDACTED = "***"
+_SECRET_NAME = re.compile(r"pass|secret|token|api_key|apikey|private", re.IGNORECASE)
+
+
+class ConfigError(Error, ValueError):
+    """A configuration value is invalid; the message names the option and its source."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServeConfig:
+    """Everything ``tuffdb serve`` and its faces are configured with (see contracts.md)."""
+
+    data_dir: Path = Path("tuffdb-data")
+    host: str = "127.0.0.1"
+    admin_port: int = 9090
+    resp_port: int = 6379
+    grpc_port: int = 50051
+    http_port: int = 8080
+    durability: str = "interval"
+    interval_ms: int = 200
+    encryption_key_file: Path | None = None
+    requirepass: str | None = None
+    maxclients: int = 10000
+    api_key: str | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    log_level: str = "info"
+    extra: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise ValueError("must be a port number 0..65535 (0 disables the listener)")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError("must be a positive integer")
+    return value
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return text
+
+    return parse
+
+
+# name -> (parser of the text form, help); the order is the order of --help.
+_METAVARS = {"durability": "MODE", "requirepass": "PASSWORD", "maxclients": "N",
+             "log_level": "LEVEL", "api_key": "KEY", "data_dir": "DIR"}
+_OPTIONS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "data_dir": (Path, "data directory; each face keeps its store in a subdirectory"),
+    "host": (str, "address every listener binds to"),
+    "admin_port": (_port, "HTTP admin port: GET /health, GET /metrics"),
+    "resp_port": (_port, "Redis protocol (RESP) port"),
+    "grpc_port": (_port, "UmaDB gRPC (DCB events) port"),
+    "http_port": (_port, "ekoDB HTTP (documents) port"),
+    "durability": (_choice(*DURABILITY_MODES), "when writes reach disk: always|interval|none"),
+    "interval_ms": (_positive, "fsync interval for durability=interval"),
+    "encryption_key_file": (Path, f"file with the 32-byte key (or set {ENV_KEY})"),
+    "requirepass": (str, "password RESP clients must AUTH with"),
+    "maxclients": (_positive, "maximum concurrent clients per face"),
+    "api_key": (str, "API key HTTP clients must present"),
+    "tls_cert": (Path, "TLS certificate (PEM); needs --tls-key"),
+    "tls_key": (Path, "TLS private key (PEM); needs --tls-cert"),
+    "log_level": (_choice(*LOG_LEVELS), "lowest level logged: debug|info|warning|error"),
+}
+_SECRETS = frozenset({"requirepass", "api_key"})
+_DEFAULTS = ServeConfig()
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--config`` and one flag per option; absent flags leave no attribute."""
+    parser.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
+                        help=f"TOML file with defaults for these options (env {ENV_PREFIX}CONFIG)")
+    for name, (_, help_) in _OPTIONS.items():
+        default = getattr(_DEFAULTS, name)
+        shown = "" if default is None else f"; default {default}"
+        parser.add_argument(
+            "--" + name.replace("_", "-"), dest=name, metavar=_METAVARS.get(name, name.split("_")[-1].upper()),
+            default=argparse.SUPPRESS, help=f"{help_} (env {ENV_PREFIX}{name.upper()}{shown})",
+        )
+
+
+def _coerce(name: str, value: object, source: str) -> Any:
+    parse = _OPTIONS[name][0]
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise ConfigError(f"{source}: must be a string or integer, not {value!r}")
+    try:
+        return parse(str(value))
+    except ValueError as exc:
+        detail = str(exc) if "must" in str(exc) else "must be an integer"
+        raise ConfigError(f"{source}: {value!r} {detail}") from None
+
+
+def _read_toml(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    source = f"config file {path}"
+    try:
+        with path.open("rb") as f:
+            doc = tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    values: dict[str, Any] = {}
+    extra: dict[str, dict[str, Any]] = {}
+    for key, value in doc.items():
+        name = key.replace("-", "_")
+        if key in FACE_SECTIONS and isinstance(value, dict):
+            extra[key] = value
+        elif name in _OPTIONS:
+            values[name] = _coerce(name, value, f"{source}: {key}")
+            if isinstance(values[name], Path) and not values[name].is_absolute():
+                values[name] = path.parent / values[name]
+        else:
+            known = ", ".join([*_OPTIONS, *(f"[{s}]" for s in FACE_SECTIONS)])
+            raise ConfigError(f"{source}: unknown key {key!r}; known keys: {known}")
+    return values, extra
+
+
+def load(flags: Mapping[str, Any], env: Mapping[str, str] | None = None) -> ServeConfig:
+    """Build the effective :class:`ServeConfig` from flags, environment and TOML file.
+
+    ``flags`` maps option names (``resp_port``) to the flag's text, plus ``config``;
+    options not given on the command line are simply absent.
+
+    :raises ConfigError: when a value does not parse, the TOML file is unreadable or
+        has unknown keys, two listeners share a port, or the encryption key is bad.
+    """
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    extra: dict[str, dict[str, Any]] = {}
+    config_file = flags.get("config") or env.get(ENV_PREFIX + "CONFIG")
+    if config_file:
+        values, extra = _read_toml(Path(config_file))
+    env_values = {n: _coerce(n, env[ENV_PREFIX + n.upper()], f"env {ENV_PREFIX}{n.upper()}")
+                  for n in _OPTIONS if env.get(ENV_PREFIX + n.upper())}
+    if env.get(ENV_KEY):
+        # The key itself in the environment outranks a key file named by TOML.
+        values.pop("encryption_key_file", None)
+    values.update(env_values)
+    values.update({n: _coerce(n, v, f"--{n.replace('_', '-')}")
+                   for n, v in flags.items() if n in _OPTIONS})
+    for name, value in values.items():
+        if isinstance(value, Path):
+            values[name] = value.absolute()
+    values.setdefault("data_dir", _DEFAULTS.data_dir.absolute())
+    config = dataclasses.replace(_DEFAULTS, extra=extra, **values)
+    _validate(config, env)
+    return config
+
+
+def _validate(config: ServeConfig, env: Mapping[str, str]) -> None:
+    if (config.tls_cert is None) != (config.tls_key is None):
+        raise ConfigError("tls_cert and tls_key must be given together")
+    seen: dict[int, str] = {}
+    for name in ("admin_port", "resp_port", "grpc_port", "http_port"):
+        port = getattr(config, name)
+        if port and port in seen:
+            raise ConfigError(f"{name} and {seen[port]} are both {port}; give each its own port")
+        seen[port] = name
+    encryption_key(config, env)
+
+
+def parse_key(raw: bytes, source: str) -> bytes:
+    """Decode a 32-byte key given raw (files only), as hex, or as base64.
+
+    :raises ConfigError: when ``raw`` is none of those.
+    """
+    if len(raw) == KEY_SIZE:
+        return raw
+    text = raw.strip()
+    for decode in (binascii.unhexlify, base64.b64decode, base64.urlsafe_b64decode):
+        try:
+            key = decode(text)
+        except (binascii.Error, ValueError):
+            continue
+        if len(key) == KEY_SIZE:
+            return key
+    raise ConfigError(f"{source}: the encryption key must be {KEY_SIZE} bytes, "
+                      "given raw, as 64 hex digits or as base64")
+
+
+def encryption_key(config: ServeConfig, env: Mapping[str, str] | None = None) -> bytes | None:
+    """Return the configured 32-byte encryption key, or None when encryption is off.
+
+    :raises ConfigError: when the key file cannot be read or the key is malformed.
+    """
+    env = os.environ if env is None else env
+    if config.encryption_key_file is not None:
+        try:
+            raw = config.encryption_key_file.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"encryption_key_file {config.encryption_key_file}: "
+                              f"cannot read: {exc.strerror}") from None
+        return parse_key(raw, f"encryption_key_file {config.encryption_key_file}")
+    if env.get(ENV_KEY):
+        return parse_key(env[ENV_KEY].encode(), f"env {ENV_KEY}")
+    return None
+
+
+def _redact_section(section: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: REDACTED if _SECRET_NAME.search(k) and v else v for k, v in section.items()}
+
+
+def redacted(config: ServeConfig) -> dict[str, Any]:
+    """The configuration as a JSON-able dict with passwords and API keys masked."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.name in _SECRETS and value is not None:
+            value = REDACTED
+        elif f.name == "extra":
+            value = {name: _redact_section(section) for name, section in value.items()}
+        elif isinstance(value, Path):
+            value = str(value)
+        out[f.name] = value
+    return out
