@@ -63,20 +63,20 @@ class Logger:
     def __init__(self, logger: logging.Logger) -> None:
         self._logger = logger
 
-    def _log(self, level: int, event: str, fields: dict[str, Any], exc_info: bool) -> None:
+    def _log(self, level: int, event: str, /, fields: dict[str, Any], exc_info: bool) -> None:
         if self._logger.isEnabledFor(level):
             self._logger.log(level, event, extra={_FIELDS_ATTR: fields}, exc_info=exc_info)
 
-    def debug(self, event: str, **fields: Any) -> None:
+    def debug(self, event: str, /, **fields: Any) -> None:
         self._log(logging.DEBUG, event, fields, exc_info=False)
 
-    def info(self, event: str, **fields: Any) -> None:
+    def info(self, event: str, /, **fields: Any) -> None:
         self._log(logging.INFO, event, fields, exc_info=False)
 
-    def warning(self, event: str, **fields: Any) -> None:
+    def warning(self, event: str, /, **fields: Any) -> None:
         self._log(logging.WARNING, event, fields, exc_info=False)
 
-    def error(self, event: str, *, exc_info: bool = False, **fields: Any) -> None:
+    def error(self, event: str, /, *, exc_info: bool = False, **fields: Any) -> None:
         self._log(logging.ERROR, event, fields, exc_info=exc_info)
 
 
