@@ -1,0 +1,409 @@
+"""The embedded DCB event store (design: docs/design/events.md).
+
+Layout of a store directory::
+
+    LOCK                      single-writer process lock
+    log/{address:020}.log     the storage core's segmented log (frames of kind 32-47)
+
+Everything needed to answer queries lives in memory and is derived from the log: tag
+postings, the type column, and per-position location columns (byte address and length
+of each stored entry). Reads capture the published head first and never look past it,
+so they never block the writer and never see a staged (not yet fsynced) event.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+
+import numpy as np
+
+from tuffdb._format.record import FRAME_SIZE
+from tuffdb._format.segment import SEGMENT_HEADER_SIZE
+from tuffdb.errors import ClosedError, CorruptionError, ProgrammingError
+from tuffdb.events import codec
+from tuffdb.events.api import (
+    AppendCondition,
+    Event,
+    Query,
+    ReadResponse,
+    SequencedEvent,
+    TrackingInfo,
+)
+from tuffdb.events.columns import Column
+from tuffdb.events.format import (
+    EVENTS_HEADER,
+    EVENTS_HEADER_SIZE,
+    LOG_FILE_KIND,
+    LOG_SUFFIX,
+    TRACKING_POSITION,
+    FrameKind,
+)
+from tuffdb.events.planner import Items, Planner, normalise
+from tuffdb.events.subscription import Subscription
+from tuffdb.events.tag_index import TagIndex
+from tuffdb.events.type_column import TypeColumn
+from tuffdb.events.writer import MAX_BATCH_BYTES, MAX_BATCH_EVENTS, AppendRequest, Writer
+from tuffdb.storage.lock import DirLock
+from tuffdb.storage.poison import Poison
+from tuffdb.storage.segmented_log import SegmentedLog
+
+DEFAULT_SEGMENT_BYTES = 256 << 20
+READ_CHUNK = 1024
+_SPARSE_SPAN = 1 << 20  # one pread covers a batch when its byte span is at most this ...
+_SPARSE_FACTOR = 4  # ... or at most this many times the bytes it needs
+
+
+class EventStore:
+    """A DCB event store in one directory; thread-safe, one process at a time.
+
+    ``append`` is durable (fsynced) before it returns; concurrent appends share fsyncs.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        encryption_key: bytes | None = None,
+        max_batch_events: int = MAX_BATCH_EVENTS,
+        max_batch_bytes: int = MAX_BATCH_BYTES,
+    ) -> None:
+        if encryption_key is not None:
+            raise ProgrammingError(
+                "the event store does not encrypt yet (issue 3): open it without encryption_key"
+            )
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock = DirLock(self.path)
+        self._closed = False
+        self._poison = Poison()
+        self._tags = TagIndex()
+        self._types = TypeColumn()
+        self._planner = Planner(self._tags, self._types)
+        self._addr = Column(np.int64)
+        self._len = Column(np.int64)
+        self._tracking: dict[str, int] = {}
+        self._head = 0
+        self._cv = threading.Condition()
+        self._listeners: list[Callable[[int], None]] = []
+        self._fds: dict[int, int] = {}
+        self._fd_lock = threading.Lock()
+        try:
+            self._log = SegmentedLog(
+                self.path / "log", file_kind=LOG_FILE_KIND, suffix=LOG_SUFFIX,
+                segment_bytes=segment_bytes, poison=self._poison,
+            )
+            self._segment_bases = [s.base_address for s in self._log.segments]
+            self._segment_paths = [s.path for s in self._log.segments]
+            self._recover()
+        except BaseException:
+            self._lock.release()
+            raise
+        self.recovery = self._log.recovery
+        self._writer = Writer(
+            self, max_batch_events=max_batch_events, max_batch_bytes=max_batch_bytes
+        )
+        self._writer.start()
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], **kwargs: object) -> EventStore:
+        return cls(path, **kwargs)  # type: ignore[arg-type]
+
+    def __enter__(self) -> EventStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- recovery --------------------------------------------------------------------------
+    def _recover(self) -> None:
+        """Rebuild the in-memory indexes by scanning every segment's committed frames."""
+        head = 0
+        for seg in self._log.segments:
+            frames = self._log.read_segment(seg)
+            to_addr = seg.base_address - SEGMENT_HEADER_SIZE + FRAME_SIZE + EVENTS_HEADER_SIZE
+            for f in frames:
+                payload = f.payload
+                if f.kind == FrameKind.TRACKING:
+                    (pos,) = TRACKING_POSITION.unpack_from(payload)
+                    self._tracking[payload[8:].decode()] = pos
+                    continue
+                if f.kind != FrameKind.EVENTS:
+                    continue
+                first, count = EVENTS_HEADER.unpack_from(payload)
+                if first != head + 1:
+                    raise CorruptionError(
+                        f"events frame starts at position {first}, expected {head + 1}",
+                        path=str(seg.path), offset=f.offset,
+                    )
+                body = payload[EVENTS_HEADER_SIZE:]
+                try:
+                    offs = codec.split_entries(body)
+                    rows = list(codec.types_and_tags(body))
+                except Exception as exc:
+                    raise CorruptionError(
+                        f"undecodable events frame: {exc}", path=str(seg.path), offset=f.offset
+                    ) from None
+                if len(rows) != count or len(offs) != count + 1 or rows[0][0] != first:
+                    raise CorruptionError(
+                        "events frame count mismatch", path=str(seg.path), offset=f.offset
+                    )
+                o = np.asarray(offs, np.int64)
+                self._addr.extend(o[:-1] + (to_addr + f.offset))
+                self._len.extend(np.diff(o))
+                self._types.extend(first, [r[1] for r in rows])
+                self._tags.add(first, [r[2] for r in rows])
+                head += count
+        self._head = head
+
+    # -- writing ---------------------------------------------------------------------------
+    def append(
+        self,
+        events: Sequence[Event],
+        condition: AppendCondition | None = None,
+        tracking_info: TrackingInfo | None = None,
+    ) -> int:
+        """Append ``events`` atomically; return the position of the last one.
+
+        Returns 0 for an empty ``events`` (tracking info, if given, is still recorded).
+        With a condition whose check fails, an exact retry (every event has a uuid and the
+        first N events matching the condition after ``after`` carry the same uuids in
+        order) returns the earlier position instead of failing.
+
+        :raises IntegrityError: when the condition or the tracking position fails.
+        :raises LimitExceeded: when an event exceeds a size limit (nothing is written).
+        :raises PoisonedError: after an earlier write or fsync failure.
+        """
+        return self.submit(events, condition, tracking_info).result()
+
+    def submit(
+        self,
+        events: Sequence[Event],
+        condition: AppendCondition | None = None,
+        tracking_info: TrackingInfo | None = None,
+    ) -> Future[int]:
+        """Like :meth:`append` but returns a future (for servers on an event loop)."""
+        tails = []
+        types = []
+        tags = []
+        uuids: list[str] | None = []
+        encode = codec.encode_event
+        tail_of = codec.tail_of
+        tr = b""
+        tracking = None
+        if tracking_info is not None:
+            codec.check_source(tracking_info.source)
+            tracking = (tracking_info.source, int(tracking_info.position))
+            tr = codec.tracking_bytes(*tracking)
+        for ev in events:
+            pb, t, tg = encode(ev)
+            tails.append(tail_of(pb, tr))
+            types.append(t)
+            tags.append(tg)
+            if uuids is not None:
+                u = codec.canonical_uuid(ev.uuid) if ev.uuid is not None else ""
+                if u:
+                    uuids.append(u)
+                else:
+                    uuids = None
+        return self.submit_encoded(
+            tails, types, tags, uuids, condition=condition, tracking=tracking
+        )
+
+    def submit_encoded(
+        self,
+        tails: list[bytes],
+        types: Sequence[str],
+        tags: Sequence[Sequence[str]],
+        uuids: list[str] | None,
+        *,
+        condition: AppendCondition | None = None,
+        tracking: tuple[str, int] | None = None,
+        items: Items | None = None,
+        after: int | None = None,
+    ) -> Future[int]:
+        """Queue pre-encoded events (entry tails, see codec.py); the gRPC face's entry."""
+        if self._closed:
+            raise ClosedError("the event store is closed: open it again")
+        has_condition = condition is not None or after is not None or items is not None
+        if condition is not None:
+            items = normalise(condition.fail_if_events_match)
+            after = condition.after
+        if not tails and not has_condition and tracking is None:
+            done: Future[int] = Future()
+            done.set_result(0)
+            return done
+        req = AppendRequest(
+            tails, types, tags, uuids or None,
+            has_condition=has_condition, items=items, after=after or 0,
+            condition=condition, tracking=tracking,
+        )
+        return self._writer.submit(req)
+
+    # -- reading ---------------------------------------------------------------------------
+    def head(self) -> int | None:
+        """Position of the last event, or ``None`` when the store is empty."""
+        return self._head or None
+
+    def get_tracking_info(self, source: str) -> int | None:
+        """The last position recorded for ``source``, or ``None``."""
+        return self._tracking.get(source)
+
+    def plan(
+        self, query: Query | None, start: int | None, backwards: bool, limit: int | None
+    ) -> tuple[np.ndarray, int]:
+        """Positions a read returns (in read order, limit applied) and the captured head."""
+        if self._closed:
+            raise ClosedError("the event store is closed: open it again")
+        if limit is not None and limit < 0:
+            raise ProgrammingError("limit must be >= 0")
+        head = self._head
+        items = normalise(query)
+        if backwards:
+            lo, hi = 1, head if start is None else min(start, head)
+        else:
+            lo, hi = (1 if start is None else max(start, 1)), head
+        return self._planner.positions(items, lo, hi, backwards=backwards, limit=limit), head
+
+    def read(
+        self,
+        query: Query | None = None,
+        start: int | None = None,
+        backwards: bool = False,
+        limit: int | None = None,
+    ) -> ReadResponse:
+        """Events matching ``query`` from ``start`` (inclusive), up to the current head.
+
+        ``backwards`` reads from ``start`` (or the head) down. ``head`` on the response is
+        the store head when the read began, or with a ``limit`` the position of the last
+        event returned (``None`` when none).
+        """
+        pos, head = self.plan(query, start, backwards, limit)
+        if limit is not None:
+            rhead = int(pos[-1]) if len(pos) else None
+        else:
+            rhead = head or None
+        return ReadResponse(self._iter_events(pos), rhead)
+
+    def _iter_events(self, pos: np.ndarray) -> Iterator[SequencedEvent]:
+        for i in range(0, len(pos), READ_CHUNK):
+            yield from codec.decode_entries(self.join_entries(pos[i : i + READ_CHUNK]))
+
+    def subscribe(self, query: Query | None = None, after: int | None = None) -> Subscription:
+        """Events matching ``query`` after ``after`` (exclusive): catch-up, then live."""
+        return Subscription(self, normalise(query), after or 0)
+
+    # -- entry access ------------------------------------------------------------------------
+    def _fd(self, i: int) -> int:
+        fd = self._fds.get(i)
+        if fd is None:
+            with self._fd_lock:
+                fd = self._fds.get(i)
+                if fd is None:
+                    fd = self._fds[i] = os.open(self._segment_paths[i], os.O_RDONLY)
+        return fd
+
+    def _entry(self, p: int) -> bytes:
+        return self.join_entries(np.array([p], np.int64))
+
+    def join_entries(self, pos: np.ndarray) -> bytes:
+        """The stored entries of ``pos`` joined in order: a valid ReadResponse body."""
+        n = len(pos)
+        if n == 0:
+            return b""
+        idx = pos - 1
+        a = self._addr.array[idx]
+        ln = self._len.array[idx]
+        bases = self._segment_bases
+        a0 = int(a.min())
+        a1 = int((a + ln).max())
+        seg = bisect_right(bases, a0) - 1
+        if seg == bisect_right(bases, a1 - 1) - 1:
+            need = int(ln.sum())
+            span = a1 - a0
+            if span <= _SPARSE_SPAN or span <= _SPARSE_FACTOR * need:
+                buf = os.pread(self._fd(seg), span, a0 - bases[seg] + SEGMENT_HEADER_SIZE)
+                if span == need and n > 1 and (a[1:] == a[:-1] + ln[:-1]).all():
+                    return buf
+                if n == 1:
+                    return buf
+                mv = memoryview(buf)
+                return b"".join([mv[o : o + k] for o, k in zip((a - a0).tolist(), ln.tolist(), strict=True)])
+        # Sparse or spanning segments: one pread per entry.
+        pread = os.pread
+        out = []
+        for x, k in zip(a.tolist(), ln.tolist(), strict=True):
+            s = bisect_right(bases, x) - 1
+            out.append(pread(self._fd(s), k, x - bases[s] + SEGMENT_HEADER_SIZE))
+        return b"".join(out)
+
+    # -- writer hooks ------------------------------------------------------------------------
+    def _rollback(self, head: int) -> None:
+        self._types.truncate(head)
+        self._tags.truncate(head)
+        self._addr.truncate(head)
+        self._len.truncate(head)
+
+    def _on_roll(self) -> None:
+        for s in self._log.segments[len(self._segment_bases) :]:
+            self._segment_paths.append(s.path)
+            self._segment_bases.append(s.base_address)
+
+    def _notify(self, head: int) -> None:
+        with self._cv:
+            self._cv.notify_all()
+        for cb in list(self._listeners):
+            cb(head)
+
+    def add_listener(self, cb: Callable[[int], None]) -> None:
+        """Call ``cb(head)`` on the writer thread after every commit (keep it tiny)."""
+        self._listeners.append(cb)
+
+    def remove_listener(self, cb: Callable[[int], None]) -> None:
+        if cb in self._listeners:
+            self._listeners.remove(cb)
+
+    def wait_for(self, position: int, timeout: float | None = None) -> bool:
+        """Block until the head passes ``position`` (or close/timeout); True if it did."""
+        with self._cv:
+            return self._cv.wait_for(
+                lambda: self._head > position or self._closed, timeout
+            ) and self._head > position
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def check(self) -> list[str]:
+        """Self-check of the in-memory structures against the head; [] when consistent."""
+        problems = []
+        h = self._head
+        sizes = {"types": len(self._types), "addr": self._addr.size, "len": self._len.size}
+        problems += [f"{k} column has {n} rows, head is {h}" for k, n in sizes.items() if n < h]
+        if h and int(self._len.array[:h].min()) <= 0:
+            problems.append("an entry has a non-positive length")
+        return problems
+
+    def close(self) -> None:
+        """Finish queued appends, fsync and close; idempotent."""
+        if self._closed:
+            return
+        self._writer.stop()
+        self._closed = True
+        with self._cv:
+            self._cv.notify_all()
+        for cb in list(self._listeners):
+            cb(self._head)
+        self._log.close()
+        with self._fd_lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+        self._lock.release()
+

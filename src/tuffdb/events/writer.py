@@ -1,0 +1,268 @@
+"""The single-writer coordinator: group commit with staged conditions.
+
+One thread owns the log. Callers encode their events on their own thread and queue an
+:class:`AppendRequest`; the writer blocks for the first request, drains whatever else is
+queued (up to ``max_batch_events`` / ``max_batch_bytes``, no timer: batches grow as fsync
+latency grows), and for each request in order:
+
+1. checks its condition against durable state **and** the requests already staged in this
+   drain (the indexes are fed at staging, above the published head, so readers never see
+   staged events while the condition check does);
+2. applies the idempotent-retry rule or rejects only this request (IntegrityError);
+3. checks tracking info (strictly increasing per source);
+4. stages it: assigns positions, builds entries, feeds the tag index, type column and
+   location columns.
+
+Then the whole drain is written as one run of frames (the last carries COMMIT) with one
+``append`` (so a drain never spans segments) and one fsync, the head is published, and
+every request is acknowledged. If the write or fsync fails, the log is poisoned, the
+staged index entries are dropped and every request of the drain gets the error.
+"""
+
+from __future__ import annotations
+
+import queue
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tuffdb._format.record import FRAME_SIZE, Flag, frame_header
+from tuffdb.errors import ClosedError, IntegrityError
+from tuffdb.events import codec
+from tuffdb.events.format import EVENTS_HEADER, EVENTS_HEADER_SIZE, FrameKind
+
+if TYPE_CHECKING:
+    from tuffdb.events.planner import Items
+    from tuffdb.events.store import EventStore
+
+MAX_BATCH_EVENTS = 2048
+MAX_BATCH_BYTES = 8 << 20
+_U64 = struct.Struct("<Q")
+
+
+class AppendRequest:
+    """One queued append; ``future`` resolves to the last position (or 0 / an error)."""
+
+    __slots__ = (
+        "after", "condition", "future", "has_condition", "items", "nbytes", "tags", "tails",
+        "tracking", "types", "uuids",
+    )
+
+    def __init__(
+        self,
+        tails: list[bytes],
+        types: Sequence[str],
+        tags: Sequence[Sequence[str]],
+        uuids: list[str] | None,
+        *,
+        has_condition: bool = False,
+        items: Items | None = None,
+        after: int = 0,
+        condition: object = None,
+        tracking: tuple[str, int] | None = None,
+    ) -> None:
+        self.tails = tails
+        self.types = types
+        self.tags = tags
+        self.uuids = uuids
+        self.has_condition = has_condition
+        self.items = items
+        self.after = after
+        self.condition = condition
+        self.tracking = tracking
+        self.nbytes = sum(map(len, tails))
+        self.future: Future[int] = Future()
+
+
+class Writer(threading.Thread):
+    """The writer thread of one :class:`EventStore`."""
+
+    def __init__(
+        self, store: EventStore, *, max_batch_events: int = MAX_BATCH_EVENTS,
+        max_batch_bytes: int = MAX_BATCH_BYTES,
+    ) -> None:
+        super().__init__(name="tuffdb-events-writer", daemon=True)
+        self.store = store
+        self.queue: queue.SimpleQueue[AppendRequest | None] = queue.SimpleQueue()
+        self.max_batch_events = max_batch_events
+        self.max_batch_bytes = max_batch_bytes
+        self._pushback: AppendRequest | None = None
+        self._closed = False
+        self.on_commit: list[Callable[[int], None]] = []
+
+    def submit(self, req: AppendRequest) -> Future[int]:
+        if self._closed:
+            raise ClosedError("the event store is closed: open it again")
+        self.queue.put(req)
+        return req.future
+
+    def stop(self) -> None:
+        self._closed = True
+        self.queue.put(None)
+        self.join()
+
+    # -- the loop --------------------------------------------------------------------------
+    def run(self) -> None:
+        get = self.queue.get
+        get_nowait = self.queue.get_nowait
+        while True:
+            first = self._pushback or get()
+            self._pushback = None
+            if first is None:
+                self._fail_queued()
+                return
+            batch = [first]
+            n = len(first.tails)
+            size = first.nbytes
+            stop = False
+            while n < self.max_batch_events and size < self.max_batch_bytes:
+                try:
+                    req = get_nowait()
+                except queue.Empty:
+                    break
+                if req is None:
+                    stop = True
+                    break
+                if n + len(req.tails) > self.max_batch_events or (
+                    size + req.nbytes > self.max_batch_bytes
+                ):
+                    self._pushback = req
+                    break
+                batch.append(req)
+                n += len(req.tails)
+                size += req.nbytes
+            self._commit(batch)
+            if stop:
+                self._fail_queued()
+                return
+
+    def _fail_queued(self) -> None:
+        while True:
+            try:
+                req = self.queue.get_nowait()
+            except queue.Empty:
+                return
+            if req is not None:
+                req.future.set_exception(ClosedError("the event store was closed"))
+
+    # -- one drain -------------------------------------------------------------------------
+    def _commit(self, batch: list[AppendRequest]) -> None:  # noqa: C901, PLR0912, PLR0915
+        st = self.store
+        log = st._log
+        planner = st._planner
+        durable_head = st._head
+        head = durable_head
+        tracking = st._tracking
+        staged_tracking: dict[str, int] = {}
+        frames: list[bytes] = []
+        addr = log.tail_address
+        results: list[tuple[AppendRequest, int | BaseException]] = []
+        pending: list[bytes] = []  # entries above durable_head, for idempotency checks
+        addrs: list[np.ndarray] = []
+        lens: list[np.ndarray] = []
+        wrote = False
+        for req in batch:
+            try:
+                st._poison.check()
+                if req.has_condition and planner.exists(req.items, req.after, head):
+                    pos = self._idempotent(req, head, durable_head, pending)
+                    if pos is None:
+                        raise IntegrityError(
+                            "integrity error: condition failed: events match the condition "
+                            f"after position {req.after}",
+                            req.condition,
+                        )
+                    results.append((req, pos))
+                    continue
+                if req.tracking is not None:
+                    src, tpos = req.tracking
+                    cur = staged_tracking.get(src, tracking.get(src))
+                    if cur is not None and tpos <= cur:
+                        raise IntegrityError(
+                            f"integrity error: non-increasing tracking position for source "
+                            f"'{src}': {tpos} <= {cur}"
+                        )
+            except BaseException as exc:  # noqa: BLE001
+                results.append((req, exc))
+                continue
+            if req.tracking is not None:
+                src, tpos = req.tracking
+                staged_tracking[src] = tpos
+                body = _U64.pack(tpos) + src.encode()
+                frames += (frame_header(FrameKind.TRACKING, body), body)
+                addr += FRAME_SIZE + len(body)
+                wrote = True
+            tails = req.tails
+            if not tails:
+                results.append((req, 0))
+                continue
+            first = head + 1
+            entries = codec.entries_for(first, tails)
+            pending += entries
+            ln = np.fromiter(map(len, entries), np.int64, len(entries))
+            payload = EVENTS_HEADER.pack(first, len(entries)) + b"".join(entries)
+            frames += (frame_header(FrameKind.EVENTS, payload), payload)
+            start = addr + FRAME_SIZE + EVENTS_HEADER_SIZE
+            ends = np.cumsum(ln)
+            addrs.append(ends - ln + start)
+            lens.append(ln)
+            addr += FRAME_SIZE + len(payload)
+            head += len(entries)
+            st._types.extend(first, req.types)
+            st._tags.add(first, req.tags)
+            results.append((req, head))
+            wrote = True
+        if wrote:
+            # Re-frame the last frame with COMMIT (its header is at frames[-2]).
+            last = frames[-1]
+            kind = frames[-2][8]
+            frames[-2] = frame_header(kind, last, Flag.COMMIT)
+            try:
+                if addrs:
+                    st._addr.extend(np.concatenate(addrs) if len(addrs) > 1 else addrs[0])
+                    st._len.extend(np.concatenate(lens) if len(lens) > 1 else lens[0])
+                log.append(b"".join(frames))
+                log.sync()
+            except BaseException as exc:  # noqa: BLE001
+                st._rollback(durable_head)
+                for req, res in results:
+                    if not isinstance(res, BaseException):
+                        req.future.set_exception(exc)
+                    else:
+                        req.future.set_exception(res)
+                return
+            if log.segments[-1].base_address != st._segment_bases[-1]:
+                st._on_roll()
+            tracking.update(staged_tracking)
+            st._head = head
+            for cb in self.on_commit:
+                cb(head)
+            st._notify(head)
+        for req, res in results:
+            if isinstance(res, BaseException):
+                req.future.set_exception(res)
+            else:
+                req.future.set_result(res)
+
+    def _idempotent(
+        self, req: AppendRequest, head: int, durable_head: int, pending: list[bytes]
+    ) -> int | None:
+        """The last position of an earlier identical append, if this is its retry."""
+        uuids = req.uuids
+        if not uuids:
+            return None
+        pos = self.store._planner.positions(req.items, req.after + 1, head, limit=len(uuids))
+        if len(pos) != len(uuids):
+            return None
+        plist = pos.tolist()
+        joined = b"".join(
+            pending[p - durable_head - 1] if p > durable_head else self.store._entry(p)
+            for p in plist
+        )
+        if codec.uuids_of(joined) != uuids:
+            return None
+        return int(plist[-1])

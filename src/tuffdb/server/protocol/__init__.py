@@ -1,0 +1,1 @@
+"""Generated protobuf modules for the wire protocols tuffdb serves (see README.md)."""
