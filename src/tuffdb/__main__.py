@@ -11,6 +11,7 @@ or configuration error. ``check``/``stat``/``compact`` must not run against a st
 a live server has open (the store's lock refuses it with a clear message).
 """
 
+# ruff: noqa: T201 (a command-line tool prints its results)
 from __future__ import annotations
 
 import argparse
@@ -18,13 +19,15 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuffdb._version import __version__
 from tuffdb.errors import Error, LockTimeout
 from tuffdb.server.config import ConfigError, ServeConfig, add_serve_arguments, encryption_key
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:

@@ -76,8 +76,12 @@ class Logger:
     def warning(self, event: str, /, **fields: Any) -> None:
         self._log(logging.WARNING, event, fields, exc_info=False)
 
-    def error(self, event: str, /, *, exc_info: bool = False, **fields: Any) -> None:
-        self._log(logging.ERROR, event, fields, exc_info=exc_info)
+    def error(self, event: str, /, **fields: Any) -> None:
+        self._log(logging.ERROR, event, fields, exc_info=False)
+
+    def exception(self, event: str, /, **fields: Any) -> None:
+        """Log at error level with the traceback of the exception being handled."""
+        self._log(logging.ERROR, event, fields, exc_info=True)
 
 
 def get_logger(name: str) -> Logger:

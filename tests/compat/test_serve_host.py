@@ -16,14 +16,16 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import textwrap
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+import threading
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 WAIT_S = 60.0  # an upper bound on a shared, loaded machine; no test waits this long if it passes
 
@@ -36,7 +38,7 @@ from tuffdb.__main__ import main
 sys.exit(main(sys.argv[1:]))
 """
 
-FAKE_FACE = '''
+FAKE_FACE = """
 import asyncio, os
 from tuffdb.errors import OperationalError
 from tuffdb.log import get_logger
@@ -66,7 +68,7 @@ def create(config):
     if os.environ.get("FAKE_CREATE_FAILS") == NAME:
         raise OperationalError("store is locked by another process: stop it first")
     return FakeFace(config)
-'''
+"""
 
 
 def free_port() -> int:

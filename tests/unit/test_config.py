@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import base64
 import dataclasses
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -23,6 +23,9 @@ from tuffdb.server.config import (
     load,
     redacted,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 KEY = bytes(range(32))
 
@@ -44,7 +47,9 @@ def test_serve_config_has_exactly_the_contract_fields() -> None:
         ServeConfig().host = "0.0.0.0"  # type: ignore[misc]
 
 
-def test_defaults_apply_when_nothing_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_defaults_apply_when_nothing_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     config = load({}, env={})
     assert config.data_dir == tmp_path / "tuffdb-data"
@@ -104,7 +109,7 @@ def test_relative_paths_in_toml_are_relative_to_the_file(
     [
         ({"resp_port": "70000"}, {}, "", "--resp-port: '70000' must be a port number"),
         ({"admin_port": "http"}, {}, "", "--admin-port: 'http' must be an integer"),
-        ({}, {"TUFFDB_DURABILITY": "sometimes"}, "", "env TUFFDB_DURABILITY: 'sometimes' must be one of"),
+        ({}, {"TUFFDB_DURABILITY": "maybe"}, "", "env TUFFDB_DURABILITY: 'maybe' must be one of"),
         ({}, {"TUFFDB_INTERVAL_MS": "0"}, "", "must be a positive integer"),
         ({}, {}, "log_level = 'loud'\n", "log_level: 'loud' must be one of"),
         ({}, {}, "grpc_port = true\n", "grpc_port: must be a string or integer"),

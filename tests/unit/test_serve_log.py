@@ -10,13 +10,15 @@ import io
 import json
 import logging
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tuffdb.log import configure, get_logger
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 @pytest.fixture
@@ -64,7 +66,7 @@ def test_exception_text_stays_on_one_line(stream: io.StringIO) -> None:
     try:
         raise RuntimeError("boom\nsecond line")
     except RuntimeError:
-        get_logger("t").error("face stop failed", exc_info=True, face="resp")
+        get_logger("t").exception("face stop failed", face="resp")
     assert len(stream.getvalue().splitlines()) == 1
     (line,) = lines(stream)
     assert "RuntimeError: boom" in line["exc"]

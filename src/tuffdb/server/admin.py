@@ -54,7 +54,7 @@ def process_metrics(faces: dict[str, bool]) -> str:
     """Process-level gauges rendered in Prometheus text format."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     try:
-        fds: int | None = len(os.listdir("/proc/self/fd"))
+        fds: int | None = len(os.listdir("/proc/self/fd"))  # noqa: PTH208
     except OSError:
         fds = None
     lines = [
@@ -173,7 +173,7 @@ class AdminServer:
         except (ConnectionError, TimeoutError):
             pass  # client went away or idled out: nothing to answer
         except Exception:
-            log.error("admin connection failed", exc_info=True)
+            log.exception("admin connection failed")
         finally:
             self._writers.discard(writer)
             writer.close()
@@ -191,12 +191,12 @@ class AdminServer:
             except httptools.HttpParserError:
                 req.done.append((b"\0bad", b"", False))
             keep_alive = True
-            for method, url, keep_alive in req.done:
+            for method, url, client_keep_alive in req.done:
                 if method == b"\0bad":
                     status, ctype, body = 400, "text/plain", b"malformed HTTP request\n"
                 else:
                     status, ctype, body = self.respond(method, url)
-                keep_alive = keep_alive and status not in (400, 413)
+                keep_alive = client_keep_alive and status not in (400, 413)
                 writer.write(self._head(status, ctype, len(body), keep_alive) + body)
                 if not keep_alive:
                     break

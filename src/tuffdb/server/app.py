@@ -23,15 +23,18 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuffdb._version import __version__
 from tuffdb.errors import Error
 from tuffdb.log import configure, get_logger
 from tuffdb.server.admin import AdminServer
 from tuffdb.server.config import ServeConfig, redacted
-from tuffdb.server.face import Face
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tuffdb.server.face import Face
 
 # Face name -> module; start order is this order, stop order the reverse.
 FACE_MODULES = {
@@ -90,7 +93,7 @@ class Host:
         return (200 if status == "ok" else 503), doc
 
     def face_states(self) -> dict[str, bool]:
-        up = {name: False for name in FACE_MODULES}
+        up = dict.fromkeys(FACE_MODULES, False)
         up.update({face.name: self.state == "running" for face in self.faces})
         return up
 
@@ -170,8 +173,8 @@ class Host:
         for face in reversed(self.faces):
             try:
                 await face.stop()
-            except Exception as exc:  # noqa: BLE001 (keep stopping the others, report at exit)
-                log.error("face stop failed", face=face.name, error=repr(exc), exc_info=True)
+            except Exception as exc:  # keep stopping the others; the exit code reports it
+                log.exception("face stop failed", face=face.name, error=repr(exc))
                 code = 1
             else:
                 log.info("face stopped", face=face.name)
@@ -190,7 +193,7 @@ class Host:
         try:
             await self._start()
         except StartupError as exc:
-            log.error("startup failed", error=str(exc))
+            log.error("startup failed", error=str(exc))  # noqa: TRY400 (message says it all)
             code = 1
         else:
             self.state = "running"

@@ -25,12 +25,14 @@ import dataclasses
 import os
 import re
 import tomllib
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuffdb.errors import Error
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 DURABILITY_MODES = ("always", "interval", "none")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -122,8 +124,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     for name, (_, help_) in _OPTIONS.items():
         default = getattr(_DEFAULTS, name)
         shown = "" if default is None else f"; default {default}"
+        metavar = _METAVARS.get(name, name.split("_")[-1].upper())
         parser.add_argument(
-            "--" + name.replace("_", "-"), dest=name, metavar=_METAVARS.get(name, name.split("_")[-1].upper()),
+            "--" + name.replace("_", "-"), dest=name, metavar=metavar,
             default=argparse.SUPPRESS, help=f"{help_} (env {ENV_PREFIX}{name.upper()}{shown})",
         )
 
