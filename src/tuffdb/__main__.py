@@ -20,7 +20,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from tuffdb._version import __version__
 from tuffdb.errors import Error, LockTimeout
@@ -50,12 +50,67 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     return parser, sub.choices
 
 
-def _open_store(path: Path, key: bytes | None) -> Any:
-    """Open the store at ``path``: the one place that knows the kinds of store.
+def _store_kind(path: Path) -> str:
+    """``"kv"``, ``"events"`` or ``"documents"``, from the first tuffdb file under ``path``.
 
-    Only the KV store exists so far. When the event store and document directories
-    land, each writes a marker file and this function picks the opener by it.
+    Every tuffdb file starts with a segment header whose file-kind byte says what wrote
+    it (``docs/format/segment.md``), so no separate marker file is needed. A directory
+    with no tuffdb file yet is treated as a KV store.
     """
+    from tuffdb._format import MAGIC_PREFIX  # noqa: PLC0415
+    from tuffdb._format.segment import FILE_KIND_OFFSET, FileKind  # noqa: PLC0415
+
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        with file.open("rb") as f:
+            head = f.read(FILE_KIND_OFFSET + 1)
+        if head.startswith(MAGIC_PREFIX) and len(head) > FILE_KIND_OFFSET:
+            kind = head[FILE_KIND_OFFSET]
+            if kind in (FileKind.EVENT_LOG, FileKind.EVENT_INDEX):
+                return "events"
+            return "documents" if kind == FileKind.DOCUMENT else "kv"
+    return "kv"
+
+
+class _EventStoreView:
+    """check/stats/compact over an EventStore, which has only check() of its own."""
+
+    def __init__(self, store: Any, path: Path) -> None:
+        self.store = store
+        self.path = path
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.close()
+
+    def check(self) -> list[str]:
+        problems: list[str] = self.store.check()
+        return problems
+
+    def stats(self) -> dict[str, Any]:
+        return {"kind": "events", "head": self.store.head(), "bytes": _dir_bytes(self.path),
+                "recovery_bytes_dropped": getattr(self.store.recovery, "bytes_dropped", 0)}
+
+    def compact(self) -> None:
+        print("note: event stores are append-only; there is nothing to compact", file=sys.stderr)
+
+    def sync(self) -> None:
+        """Appends are fsynced before they return; nothing is pending."""
+
+
+def _open_store(path: Path, key: bytes | None) -> Any:
+    """Open the store at ``path`` for check/stat/compact: the one place that knows store kinds.
+
+    :raises ImportError: when that kind of store is not part of this build.
+    """
+    kind = _store_kind(path)
+    if kind == "events":
+        from tuffdb.events.store import EventStore  # noqa: PLC0415
+
+        return _EventStoreView(EventStore.open(path, encryption_key=key), path)
+    if kind == "documents":
+        raise ImportError("document directories are not supported by check/stat/compact yet")
     from tuffdb.kv.store import KVStore  # noqa: PLC0415 (keeps `tuffdb version` fast)
 
     return KVStore.open(path, encryption_key=key)
@@ -79,7 +134,7 @@ def _store_command(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         try:
             store = _open_store(path, key)
         except ImportError as exc:
-            print(f"tuffdb: the KV engine is not available in this build ({exc})", file=sys.stderr)
+            print(f"tuffdb: this kind of store is not supported here ({exc})", file=sys.stderr)
             return 1
         except LockTimeout as exc:
             print(f"tuffdb: {path} is in use ({exc}); stop the server that has it open first",

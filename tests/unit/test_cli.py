@@ -167,3 +167,27 @@ def test_check_stat_compact_on_a_real_kv_store(kv_dir: Path) -> None:
     with kv.KVStore.open(kv_dir) as store:
         assert store.get(b"key000") == b"new"
         assert store.get(b"key199") == b"value" * 199
+
+
+# -- against the real event store: dispatched by the segment header's file kind ----
+
+
+def test_check_stat_compact_dispatch_to_an_event_store(tmp_path: Path) -> None:
+    events = pytest.importorskip("tuffdb.events")
+    path = tmp_path / "events"
+    with events.EventStore.open(path) as store:
+        store.append([events.Event("Opened", b"{}", ["account-1"]) for _ in range(5)])
+    assert cli._store_kind(path) == "events"  # noqa: SLF001
+    check = run_cli("check", str(path))
+    assert (check.returncode, check.stdout.strip()) == (0, f"{path}: ok"), check.stderr
+    stat = run_cli("stat", str(path))
+    assert stat.returncode == 0, stat.stderr
+    shown = json.loads(stat.stdout)
+    assert (shown["kind"], shown["head"], shown["recovery_bytes_dropped"]) == ("events", 5, 0)
+    compact = run_cli("compact", str(path))
+    assert compact.returncode == 0, compact.stderr
+    assert "append-only" in compact.stderr
+
+
+def test_empty_directory_is_treated_as_kv(tmp_path: Path) -> None:
+    assert cli._store_kind(tmp_path) == "kv"  # noqa: SLF001
