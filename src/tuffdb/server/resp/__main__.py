@@ -1,0 +1,68 @@
+"""Run the RESP face alone: ``python -m tuffdb.server.resp --port 6379 --data-dir D``.
+
+Handy for tests and benchmarks (``tuffdb serve`` runs every face). Prints
+``tuffdb-resp ready host=H port=P`` to stderr once it accepts connections (with
+``--port 0`` the kernel picks the port and the line says which); SIGTERM/SIGINT stop
+it cleanly (the store is fsynced and closed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from tuffdb.server.resp import create
+from tuffdb.server.resp.server import TO_ENGINE
+
+
+def parse_args(argv: list[str] | None = None) -> SimpleNamespace:
+    p = argparse.ArgumentParser(prog="python -m tuffdb.server.resp")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=6379)
+    p.add_argument("--data-dir", type=Path, required=True)
+    p.add_argument("--appendfsync", choices=sorted(TO_ENGINE), default="everysec")
+    p.add_argument("--interval-ms", type=int, default=200)
+    p.add_argument("--requirepass", default=None)
+    p.add_argument("--maxclients", type=int, default=10000)
+    p.add_argument("--timeout", type=int, default=0, help="idle client timeout, seconds")
+    p.add_argument("--proto-max-bulk-len", type=int, default=512 * 1024 * 1024)
+    ns = p.parse_args(argv)
+    return SimpleNamespace(
+        data_dir=ns.data_dir, host=ns.host, resp_port=ns.port,
+        durability=TO_ENGINE[ns.appendfsync], interval_ms=ns.interval_ms,
+        requirepass=ns.requirepass, maxclients=ns.maxclients,
+        extra={"resp": {"timeout": ns.timeout, "proto-max-bulk-len": ns.proto_max_bulk_len}},
+    )
+
+
+async def serve(config: SimpleNamespace) -> None:
+    face = create(config)
+    await face.start()
+    srv = face.server
+    print(f"tuffdb-resp ready host={srv.host} port={srv.port}", file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await face.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    config = parse_args(argv)
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(serve(config))
+        return
+    with contextlib.suppress(KeyboardInterrupt):
+        uvloop.run(serve(config))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""Command handlers, one module per Redis command group; importing registers them."""
+
+from tuffdb.server.resp.commands import admin, connection, hashes, keys, pubsub, strings, txn
+
+__all__ = ["admin", "connection", "hashes", "keys", "pubsub", "strings", "txn"]

@@ -1,0 +1,280 @@
+"""Server commands: INFO CONFIG COMMAND TIME DBSIZE FLUSHDB FLUSHALL SAVE BGSAVE LASTSAVE WAIT."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from tuffdb.server.resp import reply
+from tuffdb.server.resp.commands.common import to_int
+from tuffdb.server.resp.glob import compile_glob
+from tuffdb.server.resp.table import TABLE, CommandError, command, command_docs, command_info
+
+if TYPE_CHECKING:
+    from tuffdb.server.resp.conn import Conn
+    from tuffdb.server.resp.server import RespServer
+
+
+# -- keyspace-wide ----------------------------------------------------------------------
+@command("dbsize", 1, "readonly fast", group="server")
+def dbsize(c: Conn, a: list[bytes]) -> bytes:
+    """Number of keys (O(n) in this engine)."""
+    return reply.integer(len(c.store))
+
+
+def _flush(c: Conn, a: list[bytes]) -> bytes:
+    if len(a) > 2 or (len(a) == 2 and a[1].lower() not in (b"async", b"sync")):
+        raise CommandError("ERR syntax error")
+    store = c.store
+    batch: list[bytes] = []
+    for key in store:
+        batch.append(key)
+    for i in range(0, len(batch), 4096):
+        store.delete_many(batch[i : i + 4096], sync=False)
+    c.srv.touch_all()
+    return reply.OK
+
+
+@command("flushdb", -1, "write", group="server")
+def flushdb(c: Conn, a: list[bytes]) -> bytes:
+    """Delete every key."""
+    return _flush(c, a)
+
+
+@command("flushall", -1, "write", group="server")
+def flushall(c: Conn, a: list[bytes]) -> bytes:
+    """Delete every key (there is one database)."""
+    return _flush(c, a)
+
+
+# -- persistence ------------------------------------------------------------------------
+def _sync_in_thread(srv: RespServer) -> asyncio.Future[None]:
+    loop = asyncio.get_running_loop()
+    fut = loop.run_in_executor(None, srv.store.sync)
+
+    def done(f: asyncio.Future[None]) -> None:
+        if not f.cancelled() and f.exception() is None:
+            srv.last_save = int(time.time())
+
+    fut.add_done_callback(done)
+    return fut
+
+
+@command("save", 1, "admin noscript", group="server")
+def save(c: Conn, a: list[bytes]) -> bytes:
+    """fsync everything written so far (in a thread; this client waits, others do not)."""
+    c.defer(_sync_in_thread(c.srv))
+    return reply.OK
+
+
+@command("bgsave", -1, "admin noscript", group="server")
+def bgsave(c: Conn, a: list[bytes]) -> bytes:
+    """fsync everything written so far, in the background."""
+    _sync_in_thread(c.srv)
+    return reply.simple("Background saving started")
+
+
+@command("lastsave", 1, "loading stale fast", group="server")
+def lastsave(c: Conn, a: list[bytes]) -> bytes:
+    """Unix time of the last completed SAVE/BGSAVE (start-up time before any)."""
+    return reply.integer(c.srv.last_save)
+
+
+@command("wait", 3, "noscript", group="generic", since="3.0.0")
+def wait(c: Conn, a: list[bytes]) -> bytes:
+    """There are no replicas: always 0, at once."""
+    to_int(a[1])
+    if to_int(a[2]) < 0:
+        raise CommandError("ERR timeout is negative")
+    return reply.ZERO
+
+
+@command("time", 1, "loading stale fast", group="server", since="2.6.0")
+def time_(c: Conn, a: list[bytes]) -> bytes:
+    """Server time: seconds and microseconds."""
+    now = time.time_ns() // 1000
+    return reply.array([reply.bulk(b"%d" % (now // 1_000_000)),
+                        reply.bulk(b"%d" % (now % 1_000_000))])
+
+
+# -- CONFIG -----------------------------------------------------------------------------
+def _config_values(srv: RespServer) -> dict[str, str]:
+    return {
+        "appendfsync": srv.appendfsync,
+        "appendonly": "yes",
+        "maxclients": str(srv.maxclients),
+        "requirepass": srv.requirepass or "",
+        "proto-max-bulk-len": str(srv.max_bulk_len),
+        "timeout": str(srv.timeout),
+        "client-output-buffer-limit": srv.output_limits,
+        "save": "",
+        "databases": "1",
+        "port": str(srv.port),
+        "bind": srv.host,
+        "dir": str(srv.data_dir),
+    }
+
+
+def _config_set(srv: RespServer, name: str, value: str) -> None:
+    from tuffdb.server.resp.server import TO_ENGINE, _hard_limits
+
+    if name == "appendfsync":
+        if value not in TO_ENGINE:
+            raise ValueError("argument(s) must be one of the following: always, everysec, no")
+        srv.set_appendfsync(value)
+    elif name == "maxclients":
+        srv.maxclients = max(int(value), 1)
+    elif name == "requirepass":
+        srv.requirepass = value or None
+    elif name == "proto-max-bulk-len":
+        n = int(value)
+        if n < 1024 * 1024:
+            raise ValueError("argument must be a memory value of at least 1mb")
+        srv.max_bulk_len = n
+        for cl in srv.clients.values():
+            cl.parser.max_bulk_len = n
+    elif name == "timeout":
+        srv.timeout = max(int(value), 0)
+    elif name == "client-output-buffer-limit":
+        srv.normal_hard_limit, srv.pubsub_hard_limit = _hard_limits(value)
+        srv.output_limits = value
+    elif name in _config_values(srv):
+        raise ValueError("can't set immutable config")
+    else:
+        raise KeyError(name)
+
+
+@command("config", -2, "admin noscript loading stale", group="server", since="2.0.0")
+def config(c: Conn, a: list[bytes]) -> bytes:
+    """CONFIG GET pattern... | SET name value... | RESETSTAT | REWRITE."""
+    sub = a[1].lower()
+    srv = c.srv
+    if sub == b"get" and len(a) >= 3:
+        values = _config_values(srv)
+        pairs = []
+        for name, value in values.items():
+            if any(compile_glob(p.lower())(name.encode()) for p in a[2:]):
+                pairs.append((reply.bulk(name.encode()), reply.bulk(value.encode())))
+        return c.enc.map(pairs)
+    if sub == b"set" and len(a) >= 4 and len(a) % 2 == 0:
+        for i in range(2, len(a), 2):
+            name = a[i].decode("utf-8", "replace").lower()
+            try:
+                _config_set(srv, name, a[i + 1].decode("utf-8", "replace"))
+            except KeyError:
+                raise CommandError("ERR Unknown option or number of arguments for CONFIG SET "
+                                   f"- '{a[i].decode('utf-8', 'replace')}'") from None
+            except ValueError as exc:
+                raise CommandError(f"ERR CONFIG SET failed (possibly related to argument "
+                                   f"'{name}') - {exc}") from None
+        return reply.OK
+    if sub == b"resetstat" and len(a) == 2:
+        for k in srv.stats:
+            srv.stats[k] = 0
+        return reply.OK
+    if sub == b"rewrite" and len(a) == 2:
+        raise CommandError("ERR The server is running without a config file")
+    if sub == b"set":
+        raise CommandError("ERR Unknown option or number of arguments for CONFIG SET - "
+                           f"'{a[2].decode('utf-8', 'replace') if len(a) > 2 else ''}'")
+    if sub in (b"get", b"resetstat", b"rewrite"):
+        raise CommandError(f"ERR wrong number of arguments for 'config|{sub.decode()}' command")
+    raise CommandError(
+        f"ERR unknown subcommand '{a[1].decode('utf-8', 'replace')}'. Try CONFIG HELP.")
+
+
+# -- COMMAND ----------------------------------------------------------------------------
+@command("command", -1, "loading stale", group="server", since="2.8.13")
+def command_(c: Conn, a: list[bytes]) -> bytes:
+    """COMMAND | COUNT | INFO name... | DOCS [name...] | LIST."""
+    if len(a) == 1:
+        return reply.array([command_info(s, c.enc) for s in TABLE.values()])
+    sub = a[1].lower()
+    if sub == b"count":
+        return reply.integer(len(TABLE))
+    if sub == b"list":
+        return c.enc.bulks([name for name in TABLE])
+    if sub == b"info":
+        names = a[2:] or list(TABLE)
+        specs = [TABLE.get(n.lower()) for n in names]
+        return reply.array([c.enc.null if s is None else command_info(s, c.enc) for s in specs])
+    if sub == b"docs":
+        names = [n.lower() for n in a[2:]] or list(TABLE)
+        return c.enc.map([(reply.bulk(n), command_docs(TABLE[n], c.enc))
+                          for n in names if n in TABLE])
+    raise CommandError(
+        f"ERR unknown subcommand '{a[1].decode('utf-8', 'replace')}'. Try COMMAND HELP.")
+
+
+# -- INFO -------------------------------------------------------------------------------
+def _rss() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _sections(c: Conn) -> dict[str, list[tuple[str, object]]]:
+    from tuffdb.server.resp.server import REDIS_COMPAT_VERSION
+
+    srv = c.srv
+    now = time.time()
+    up = int(now - srv.started)
+    rss = _rss()
+    blocked = sum(1 for x in srv.clients.values() if x.waiting)
+    sections: dict[str, list[tuple[str, object]]] = {
+        "server": [("redis_version", REDIS_COMPAT_VERSION), ("tuffdb_face", "resp"),
+                   ("redis_mode", "standalone"), ("os", f"{platform.system()} "
+                   f"{platform.release()} {platform.machine()}"),
+                   ("arch_bits", 64), ("multiplexing_api", "asyncio"),
+                   ("python_version", platform.python_version()),
+                   ("process_id", os.getpid()), ("run_id", srv.run_id),
+                   ("tcp_port", srv.port), ("uptime_in_seconds", up),
+                   ("uptime_in_days", up // 86400), ("executable", sys.executable)],
+        "clients": [("connected_clients", len(srv.clients)),
+                    ("maxclients", srv.maxclients), ("blocked_clients", blocked),
+                    ("pubsub_clients", sum(1 for x in srv.clients.values() if x.subscribed))],
+        "memory": [("used_memory", rss), ("used_memory_rss", rss),
+                   ("used_memory_human", f"{rss / 1048576:.2f}M"),
+                   ("maxmemory", 0), ("maxmemory_policy", "noeviction")],
+        "persistence": [("loading", 0), ("aof_enabled", 1),
+                        ("appendfsync", srv.appendfsync),
+                        ("rdb_last_save_time", srv.last_save),
+                        ("aof_last_write_status", "err" if srv.degraded else "ok")],
+        "stats": [("total_connections_received", srv.stats["connections"]),
+                  ("total_commands_processed", srv.stats["commands"]),
+                  ("rejected_connections", srv.stats["rejected"]),
+                  ("keyspace_hits", srv.stats["hits"]),
+                  ("keyspace_misses", srv.stats["misses"]),
+                  ("pubsub_channels", len(srv.hub.channels)),
+                  ("pubsub_patterns", len(srv.hub.patterns))],
+        "replication": [("role", "master"), ("connected_slaves", 0)],
+        "keyspace": [],
+    }
+    return sections
+
+
+@command("info", -1, "loading stale", group="server")
+def info(c: Conn, a: list[bytes]) -> bytes:
+    """Server facts in Redis's INFO format."""
+    sections = _sections(c)
+    wanted = [x.decode("utf-8", "replace").lower() for x in a[1:]]
+    if not wanted or any(w in ("all", "everything", "default") for w in wanted):
+        wanted = list(sections)
+    out = []
+    for name in wanted:
+        fields = sections.get(name)
+        if fields is None:
+            continue
+        if name == "keyspace":
+            n = len(c.store)
+            fields = [("db0", f"keys={n},expires=0,avg_ttl=0")] if n else []
+        out.append(f"# {name.capitalize()}\r\n")
+        out.extend(f"{k}:{v}\r\n" for k, v in fields)
+        out.append("\r\n")
+    return c.enc.verbatim("".join(out).rstrip("\r\n").encode() + b"\r\n")

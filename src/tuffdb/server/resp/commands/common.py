@@ -1,0 +1,56 @@
+"""Argument parsing and store helpers shared by the command modules."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tuffdb.errors import NotFoundError
+from tuffdb.server.resp.table import NOT_FLOAT, NOT_INTEGER, CommandError
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+_INT_RE = re.compile(rb"-?(0|[1-9][0-9]*)\Z")
+
+
+def to_int(raw: bytes, message: str = NOT_INTEGER) -> int:
+    """Parse like Redis's ``string2ll``: no spaces, no '+', no leading zeros, int64."""
+    if len(raw) > 20 or not _INT_RE.match(raw) or raw == b"-0":
+        raise CommandError(message)
+    n = int(raw)
+    if not INT64_MIN <= n <= INT64_MAX:
+        raise CommandError(message)
+    return n
+
+
+def to_float(raw: bytes) -> float:
+    """Parse like ``strtold``-based ``getLongDoubleFromObject`` (no spaces, no NaN)."""
+    try:
+        if not raw or raw[:1].isspace() or raw[-1:].isspace():
+            raise ValueError
+        x = float(raw)
+    except ValueError:
+        raise CommandError(NOT_FLOAT) from None
+    if x != x:
+        raise CommandError(NOT_FLOAT)
+    return x
+
+
+def remaining_ttl(store: Any, key: bytes) -> float | None:
+    """Seconds left on ``key``'s TTL, None for none or an absent key."""
+    try:
+        return store.ttl(key)
+    except NotFoundError:
+        return None
+
+
+def put_keep_ttl(store: Any, key: bytes, raw: bytes, existed: bool) -> None:
+    """Overwrite ``key`` keeping its TTL (APPEND, INCR, HSET... do not clear it)."""
+    ttl = remaining_ttl(store, key) if existed else None
+    if ttl is not None and ttl <= 0:
+        ttl = None
+    store.put(key, raw, ttl, sync=False)
+
+
+def lower(raw: bytes) -> bytes:
+    return raw.lower()

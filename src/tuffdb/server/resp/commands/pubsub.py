@@ -1,0 +1,89 @@
+"""Pub/sub commands: SUBSCRIBE UNSUBSCRIBE PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tuffdb.server.resp import reply
+from tuffdb.server.resp.glob import compile_glob
+from tuffdb.server.resp.table import CommandError, command
+
+if TYPE_CHECKING:
+    from tuffdb.server.resp.conn import Conn
+
+
+def _frame(c: Conn, kind: bytes, name: bytes | None) -> bytes:
+    count = len(c.channels) + len(c.patterns)
+    return c.enc.push([reply.bulk(kind), c.enc.null if name is None else reply.bulk(name),
+                       reply.integer(count)])
+
+
+@command("subscribe", -2, "pubsub noscript loading stale", group="pubsub", since="2.0.0")
+def subscribe(c: Conn, a: list[bytes]) -> bytes:
+    """Listen to channels."""
+    out = []
+    for ch in a[1:]:
+        c.srv.hub.subscribe(c, ch)
+        out.append(_frame(c, b"subscribe", ch))
+    return b"".join(out)
+
+
+@command("psubscribe", -2, "pubsub noscript loading stale", group="pubsub", since="2.0.0")
+def psubscribe(c: Conn, a: list[bytes]) -> bytes:
+    """Listen to channels matching glob patterns."""
+    out = []
+    for p in a[1:]:
+        c.srv.hub.psubscribe(c, p)
+        out.append(_frame(c, b"psubscribe", p))
+    return b"".join(out)
+
+
+@command("unsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="2.0.0")
+def unsubscribe(c: Conn, a: list[bytes]) -> bytes:
+    """Stop listening to channels (all of them without arguments)."""
+    names = a[1:] or sorted(c.channels)
+    if not names:
+        return _frame(c, b"unsubscribe", None)
+    out = []
+    for ch in names:
+        c.srv.hub.unsubscribe(c, ch)
+        out.append(_frame(c, b"unsubscribe", ch))
+    return b"".join(out)
+
+
+@command("punsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="2.0.0")
+def punsubscribe(c: Conn, a: list[bytes]) -> bytes:
+    """Stop listening to patterns (all of them without arguments)."""
+    names = a[1:] or sorted(c.patterns)
+    if not names:
+        return _frame(c, b"punsubscribe", None)
+    out = []
+    for p in names:
+        c.srv.hub.punsubscribe(c, p)
+        out.append(_frame(c, b"punsubscribe", p))
+    return b"".join(out)
+
+
+@command("publish", 3, "pubsub loading stale fast", group="pubsub", since="2.0.0")
+def publish(c: Conn, a: list[bytes]) -> bytes:
+    """Send a message to a channel; reply how many clients received it."""
+    return reply.integer(c.srv.hub.publish(a[1], a[2]))
+
+
+@command("pubsub", -2, "pubsub loading stale", group="pubsub", since="2.8.0")
+def pubsub(c: Conn, a: list[bytes]) -> bytes:
+    """PUBSUB CHANNELS [pattern] | NUMSUB [channel...] | NUMPAT."""
+    hub = c.srv.hub
+    sub = a[1].lower()
+    if sub == b"channels" and len(a) <= 3:
+        match = compile_glob(a[2]) if len(a) == 3 else None
+        return c.enc.bulks([ch for ch in hub.channels if match is None or match(ch)])
+    if sub == b"numsub":
+        flat = []  # Redis 7 replies a flat array here even in RESP3
+        for ch in a[2:]:
+            flat += [reply.bulk(ch), reply.integer(len(hub.channels.get(ch, ())))]
+        return reply.array(flat)
+    if sub == b"numpat" and len(a) == 2:
+        return reply.integer(len(hub.patterns))
+    raise CommandError(
+        f"ERR unknown subcommand '{a[1].decode('utf-8', 'replace')}'. Try PUBSUB HELP.")

@@ -1,0 +1,305 @@
+"""One client connection: an ``asyncio.Protocol`` that parses, dispatches and replies.
+
+Lifecycle of a batch (everything the socket delivered in one read):
+
+1. ``data_received`` feeds the parser and takes every complete command.
+2. Each command runs in order against the store (writes with ``sync=False``); replies
+   are collected, not written.
+3. If the batch wrote and ``appendfsync`` is ``always`` (or a command deferred work,
+   e.g. SAVE), the connection waits for ``store.when_durable(store.write_ticket())``
+   without blocking the loop; bytes arriving meanwhile are buffered (reading pauses
+   past ``PAUSE_BUFFERED_SIZE``) and run as the next batch.
+4. The replies go out in one ``transport.write``.
+
+Back-pressure: when the transport's write buffer passes its high-water mark we stop
+reading from this client, so a client that does not read its replies cannot grow our
+memory; pub/sub subscribers that fall behind past the hard output limit are closed
+(``client-output-buffer-limit pubsub``), as Redis does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from tuffdb import errors
+from tuffdb.server.resp import reply
+from tuffdb.server.resp.parser import RequestParser
+from tuffdb.server.resp.table import TABLE, CommandError, arity_ok
+
+if TYPE_CHECKING:
+    from tuffdb.server.resp.server import RespServer
+
+log = logging.getLogger("tuffdb.resp")
+
+PAUSE_BUFFERED_SIZE = 1024 * 1024
+WRITE_HIGH_WATER = 4 * 1024 * 1024
+ALLOWED_IN_MULTI = frozenset((b"exec", b"discard", b"multi", b"watch", b"reset", b"quit"))
+NOAUTH = reply.error("NOAUTH Authentication required.")
+
+
+class Conn(asyncio.Protocol):
+    """State of one client; handlers read and change it through ``c``."""
+
+    def __init__(self, srv: RespServer) -> None:
+        self.srv = srv
+        self.store = srv.store
+        self.enc: Any = reply.Resp2
+        self.parser = RequestParser(srv.max_bulk_len)
+        self.id = 0
+        self.name = b""
+        self.lib_name = b""
+        self.lib_ver = b""
+        self.authed = srv.requirepass is None
+        self.multi: list[list[bytes]] | None = None
+        self.multi_error = False
+        self.watched: dict[bytes, bool] = {}  # key -> existed when WATCHed
+        self.dirty = False
+        self.channels: set[bytes] = set()
+        self.patterns: set[bytes] = set()
+        self.waiting = False
+        self.read_paused = False
+        self.write_paused = False
+        self.closing = False
+        self.wrote = False
+        self.deferred: list[asyncio.Future[Any]] = []
+        self.transport: asyncio.Transport | None = None
+        self.addr = "?:0"
+        self.laddr = "?:0"
+        self.created = time.time()
+        self.last_active = time.monotonic()
+        self.last_cmd = b"NULL"
+
+    # -- asyncio.Protocol -----------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  (uvloop's is no subclass)
+        srv = self.srv
+        srv.stats["connections"] += 1
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        sock = transport.get_extra_info("sockname") or ("?", 0)
+        self.addr = f"{peer[0]}:{peer[1]}"
+        self.laddr = f"{sock[0]}:{sock[1]}"
+        if len(srv.clients) >= srv.maxclients:
+            srv.stats["rejected"] += 1
+            transport.write(reply.error("ERR max number of clients reached"))
+            self.closing = True
+            transport.close()
+            return
+        self.id = next(srv.next_id)
+        srv.clients[self.id] = self
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        srv = self.srv
+        srv.clients.pop(self.id, None)
+        self.unwatch()
+        if self.channels or self.patterns:
+            srv.hub.drop(self)
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        if not self.waiting:
+            self._resume_reading()
+            self._run()
+
+    def data_received(self, data: bytes) -> None:
+        self.parser.feed(data)
+        self.last_active = time.monotonic()
+        if self.waiting or self.write_paused:
+            if self.parser.buffered() > PAUSE_BUFFERED_SIZE:
+                self._pause_reading()
+            return
+        self._run()
+
+    # -- batches --------------------------------------------------------------------
+    def _run(self) -> None:
+        if self.closing:
+            return
+        try:
+            cmds = self.parser.commands()
+        except errors.ProtocolError as exc:
+            self._protocol_error(str(exc))
+            return
+        if not cmds:
+            return
+        self.wrote = False
+        execute = self.execute
+        out = []
+        for args in cmds:
+            out.append(execute(args))
+            if self.closing:
+                break
+        if (self.wrote and self.srv.always) or self.deferred:
+            self._wait_then_reply(out)
+        else:
+            self._write(b"".join(out))
+
+    def _wait_then_reply(self, out: list[bytes]) -> None:
+        futures = self.deferred
+        self.deferred = []
+        if self.wrote and self.srv.always:
+            store = self.store
+            futures.append(asyncio.wrap_future(store.when_durable(store.write_ticket())))
+        self.waiting = True
+        gathered = futures[0] if len(futures) == 1 else asyncio.gather(*futures)
+        gathered.add_done_callback(lambda fut: self._after_wait(fut, out))
+
+    def _after_wait(self, fut: asyncio.Future[Any], out: list[bytes]) -> None:
+        self.waiting = False
+        exc = fut.exception() if not fut.cancelled() else None
+        if exc is not None:
+            # The batch's writes reached memory but not the disk: no command may be
+            # acknowledged. The store is poisoned for later writes.
+            msg = f"MISCONF Errors writing to the log: {exc}"
+            self.srv.degraded = msg
+            log.error("durability wait failed: %s", exc)
+            out = [reply.error(msg)] * len(out)
+        self._write(b"".join(out))
+        if self.closing:
+            return
+        self._resume_reading()
+        if self.parser.buffered():
+            self._run()
+
+    def _write(self, data: bytes) -> None:
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        t.write(data)
+        if self.closing:
+            t.close()
+
+    def _pause_reading(self) -> None:
+        if not self.read_paused and self.transport is not None and not self.closing:
+            self.read_paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self.read_paused and self.transport is not None and not self.closing:
+            self.read_paused = False
+            self.transport.resume_reading()
+
+    def _protocol_error(self, message: str) -> None:
+        self._write(reply.error(f"ERR {message}"))
+        self.close_now()
+
+    def close_now(self) -> None:
+        self.closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def close_after_reply(self) -> None:
+        self.closing = True
+
+    async def drain_and_close(self, deadline: float) -> None:
+        """Shutdown: let an in-flight durable batch answer, then close (bounded)."""
+        while self.waiting and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        self.close_now()
+
+    # -- dispatch -------------------------------------------------------------------
+    def execute(self, args: list[bytes]) -> bytes:
+        name = args[0].lower()
+        spec = TABLE.get(name)
+        if spec is None:
+            self.multi_error = self.multi is not None
+            return reply.error(unknown_command(args))
+        if not arity_ok(spec, len(args)):
+            self.multi_error = self.multi is not None
+            return reply.error(f"ERR wrong number of arguments for '{spec.name}' command")
+        if not self.authed and "noauth" not in spec.flags:
+            self.multi_error = self.multi is not None
+            return NOAUTH
+        if (self.channels or self.patterns) and self.enc.proto == 2 \
+                and "pubsub" not in spec.flags:
+            return reply.error(
+                f"ERR Can't execute '{spec.name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE"
+                " / PING / QUIT / RESET are allowed in this context")
+        if self.multi is not None and name not in ALLOWED_IN_MULTI:
+            self.multi.append(args)
+            return reply.QUEUED
+        return self.call(spec, args)
+
+    def call(self, spec: Any, args: list[bytes]) -> bytes:
+        self.srv.stats["commands"] += 1
+        self.last_cmd = args[0]
+        if spec.write:
+            self.wrote = True
+        try:
+            return spec.handler(self, args)
+        except CommandError as exc:
+            return reply.error(str(exc))
+        except errors.Error as exc:
+            return reply.error(error_line(exc))
+        except Exception as exc:  # never let one command take the server down
+            log.exception("internal error in %r", spec.name)
+            return reply.error(f"ERR internal error: {type(exc).__name__}: {exc}")
+
+    # -- helpers for handlers -------------------------------------------------------
+    @property
+    def subscribed(self) -> bool:
+        return bool(self.channels or self.patterns)
+
+    def defer(self, fut: asyncio.Future[Any]) -> None:
+        """Hold this batch's replies until ``fut`` is done (e.g. SAVE)."""
+        self.deferred.append(fut)
+
+    def push(self, data: bytes) -> None:
+        """Send a pub/sub message now; drop a subscriber past the hard output limit."""
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        limit = self.srv.pubsub_hard_limit
+        if limit and t.get_write_buffer_size() + len(data) > limit:
+            log.warning("closing client %d: pubsub output buffer over %d bytes", self.id, limit)
+            self.close_now()
+            return
+        t.write(data)
+
+    def unwatch(self) -> None:
+        watchers = self.srv.watchers
+        for key in self.watched:
+            conns = watchers.get(key)
+            if conns is not None:
+                conns.discard(self)
+                if not conns:
+                    del watchers[key]
+        self.watched.clear()
+        self.dirty = False
+
+
+def unknown_command(args: list[bytes]) -> str:
+    """Redis 7's wording, byte for byte (each argument quoted, 128 characters in all)."""
+    name = args[0].decode("utf-8", "replace")[:128]
+    shown = ""
+    for a in args[1:]:
+        if len(shown) >= 128:
+            break
+        text = a.decode("utf-8", "replace")
+        shown += f"'{text[: 128 - len(shown)]}' "
+    return f"ERR unknown command '{name}', with args beginning with: {shown}"
+
+
+def error_line(exc: errors.Error) -> str:
+    """The one table mapping tuffdb's error tree to RESP error lines."""
+    if isinstance(exc, errors.PoisonedError):
+        return f"MISCONF {exc}"
+    if isinstance(exc, errors.ClosedError):
+        return "ERR the store is closed (server shutting down)"
+    if isinstance(exc, errors.ReadOnlyError):
+        return f"READONLY {exc}"
+    if isinstance(exc, errors.PermissionDeniedError):
+        return f"NOPERM {exc}"
+    if isinstance(exc, errors.LimitExceeded):
+        return f"ERR {exc}"
+    if isinstance(exc, errors.CorruptionError):
+        return f"ERR {exc}; run 'tuffdb check'"
+    return f"ERR {exc}"
+

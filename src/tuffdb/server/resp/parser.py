@@ -1,0 +1,221 @@
+"""Incremental, bounded parser for RESP requests (multibulk and inline).
+
+Requests arrive as arrays of bulk strings (``*2\\r\\n$3\\r\\nGET\\r\\n$1\\r\\nk\\r\\n``) or
+as inline lines (``GET k\\r\\n``). :meth:`RequestParser.feed` takes whatever the socket
+delivered; :meth:`RequestParser.commands` returns every complete command in the buffer
+and keeps the rest. Malformed input raises :class:`tuffdb.errors.ProtocolError` whose
+message is the text Redis 7 sends (``Protocol error: ...``); the caller replies with it
+and closes the connection.
+
+Bounds (so a hostile client cannot make us buffer without limit):
+- a multibulk header may announce at most ``MAX_MULTIBULK_LEN`` arguments;
+- a bulk may announce at most ``max_bulk_len`` bytes (``proto-max-bulk-len``);
+- an inline request, or a ``*``/``$`` header line, is at most ``MAX_INLINE_SIZE`` bytes.
+So the buffer never holds more than one pending bulk plus one read's worth of bytes.
+
+Large bulks are not re-concatenated on every read: while a known number of bytes is
+still missing, reads are collected in a list and joined once (linear, not quadratic).
+"""
+
+from __future__ import annotations
+
+from tuffdb.errors import ProtocolError
+
+MAX_INLINE_SIZE = 64 * 1024  # PROTO_INLINE_MAX_SIZE in Redis
+MAX_MULTIBULK_LEN = 1024 * 1024  # Redis: "invalid multibulk length" above this
+DEFAULT_MAX_BULK_LEN = 512 * 1024 * 1024  # proto-max-bulk-len default
+
+_ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
+_HEX = b"0123456789abcdefABCDEF"
+
+
+class RequestParser:
+    """Turns a byte stream into commands (lists of ``bytes``); one per connection."""
+
+    __slots__ = ("_args", "_buf", "_chunks", "_have", "_left", "_need", "_pos", "max_bulk_len")
+
+    def __init__(self, max_bulk_len: int = DEFAULT_MAX_BULK_LEN) -> None:
+        self.max_bulk_len = max_bulk_len
+        self._buf = b""
+        self._pos = 0
+        self._chunks: list[bytes] = []
+        self._have = 0  # bytes in _chunks
+        self._need = 0  # do not parse until this many unread bytes are buffered
+        self._args: list[bytes] = []  # arguments of a multibulk command in progress
+        self._left = 0  # arguments still missing from that command
+
+    def buffered(self) -> int:
+        """Bytes received but not yet consumed by a complete command."""
+        return len(self._buf) - self._pos + self._have
+
+    def feed(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._have += len(data)
+
+    def _join(self) -> None:
+        rest = self._buf[self._pos :] if self._pos < len(self._buf) else b""
+        self._buf = rest + b"".join(self._chunks) if rest else b"".join(self._chunks)
+        self._chunks.clear()
+        self._have = 0
+        self._pos = 0
+
+    def commands(self) -> list[list[bytes]]:
+        """Return every complete command buffered so far (possibly none)."""
+        if self._have and len(self._buf) - self._pos + self._have < self._need:
+            return []  # still waiting for the rest of a big bulk: do not join yet
+        if self._chunks:
+            self._join()
+        out: list[list[bytes]] = []
+        while True:
+            cmd = self._multibulk() if (self._left or self._starts_multibulk()) else self._inline()
+            if cmd is None:
+                return out
+            if cmd:
+                out.append(cmd)
+
+    def _starts_multibulk(self) -> bool:
+        return self._pos < len(self._buf) and self._buf[self._pos] == 0x2A  # "*"
+
+    def _line(self, too_big: str) -> int:
+        """Index of the CR ending the line at ``_pos``, or -1 if incomplete."""
+        buf = self._buf
+        end = buf.find(b"\r\n", self._pos)
+        if end < 0:
+            if len(buf) - self._pos > MAX_INLINE_SIZE:
+                raise ProtocolError(f"Protocol error: {too_big}")
+            self._need = 0
+            return -1
+        if end - self._pos > MAX_INLINE_SIZE:
+            raise ProtocolError(f"Protocol error: {too_big}")
+        return end
+
+    def _multibulk(self) -> list[bytes] | None:
+        buf = self._buf
+        if not self._left:
+            end = self._line("too big mbulk count string")
+            if end < 0:
+                return None
+            n = _to_int(buf, self._pos + 1, end)
+            if n is None or n > MAX_MULTIBULK_LEN:
+                raise ProtocolError("Protocol error: invalid multibulk length")
+            self._pos = end + 2
+            if n <= 0:
+                return []
+            self._left = n
+            self._args = []
+        args = self._args
+        max_bulk = self.max_bulk_len
+        size = len(buf)
+        while self._left:
+            pos = self._pos
+            if pos >= size:
+                self._need = 0
+                return None
+            if buf[pos] != 0x24:  # "$"
+                got = chr(buf[pos])
+                raise ProtocolError(f"Protocol error: expected '$', got '{got}'")
+            end = self._line("too big bulk count string")
+            if end < 0:
+                return None
+            n = _to_int(buf, pos + 1, end)
+            if n is None or n < 0 or n > max_bulk:
+                raise ProtocolError("Protocol error: invalid bulk length")
+            start = end + 2
+            stop = start + n
+            if stop + 2 > size:
+                self._need = stop + 2 - pos  # measured from the "$": _pos stays there
+                return None
+            args.append(buf[start:stop])
+            self._pos = stop + 2
+            self._left -= 1
+        self._args = []
+        self._need = 0
+        if self._pos > 65536 and self._pos * 2 > size:
+            self._buf = buf[self._pos :]
+            self._pos = 0
+        return args
+
+    def _inline(self) -> list[bytes] | None:
+        buf = self._buf
+        if self._pos >= len(buf):
+            self._buf = b""
+            self._pos = 0
+            return None
+        end = buf.find(b"\n", self._pos)
+        if end < 0:
+            if len(buf) - self._pos > MAX_INLINE_SIZE:
+                raise ProtocolError("Protocol error: too big inline request")
+            return None
+        if end - self._pos > MAX_INLINE_SIZE:
+            raise ProtocolError("Protocol error: too big inline request")
+        line = buf[self._pos : end]
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        self._pos = end + 1
+        args = split_args(line)
+        if args is None:
+            raise ProtocolError("Protocol error: unbalanced quotes in request")
+        return args
+
+
+def _to_int(buf: bytes, start: int, end: int) -> int | None:
+    text = buf[start:end]
+    if not text or len(text) > 20:
+        return None
+    if text[0] == 0x2D:  # "-"
+        digits = text[1:]
+        if not digits.isdigit():
+            return None
+        return -int(digits)
+    if not text.isdigit():
+        return None
+    return int(text)
+
+
+def split_args(line: bytes) -> list[bytes] | None:
+    """Split an inline request like Redis's ``sdssplitargs``; None on bad quoting."""
+    out: list[bytes] = []
+    i, n = 0, len(line)
+    while True:
+        while i < n and line[i] in b" \t\n\r\v\f":
+            i += 1
+        if i >= n:
+            return out
+        cur = bytearray()
+        quote = 0
+        while True:
+            if quote == 0:
+                if i >= n or line[i] in b" \t\n\r\v\f\0":
+                    break
+                c = line[i]
+                if c in (0x22, 0x27):  # opening quote
+                    quote = c
+                else:
+                    cur.append(c)
+                i += 1
+                continue
+            if i >= n:
+                return None  # unterminated quotes
+            c = line[i]
+            if quote == 0x22 and c == 0x5C and i + 1 < n:  # backslash inside "..."
+                nxt = line[i + 1]
+                if nxt == 0x78 and i + 3 < n and line[i + 2] in _HEX and line[i + 3] in _HEX:
+                    cur.append(int(line[i + 2 : i + 4], 16))
+                    i += 4
+                    continue
+                cur.append(_ESCAPES.get(nxt, nxt))
+                i += 2
+                continue
+            if quote == 0x27 and c == 0x5C and i + 1 < n and line[i + 1] == 0x27:
+                cur.append(0x27)
+                i += 2
+                continue
+            if c == quote:
+                # a closing quote must be followed by a space or the end
+                if i + 1 < n and line[i + 1] not in b" \t\n\r\v\f":
+                    return None
+                i += 1
+                break
+            cur.append(c)
+            i += 1
+        out.append(bytes(cur))

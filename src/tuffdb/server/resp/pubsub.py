@@ -1,0 +1,80 @@
+"""The pub/sub hub: who listens to which channel or pattern, and message fan-out.
+
+Messages are written straight to each subscriber's transport (RESP3 clients get ``>``
+push frames, RESP2 clients arrays). A subscriber whose unsent output passes the pubsub
+hard limit is disconnected by :meth:`Conn.push`, so a slow reader cannot grow memory.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tuffdb.server.resp.glob import compile_glob
+from tuffdb.server.resp.reply import bulk
+
+if TYPE_CHECKING:
+    from tuffdb.server.resp.conn import Conn
+
+_MESSAGE = bulk(b"message")
+_PMESSAGE = bulk(b"pmessage")
+
+
+class Hub:
+    __slots__ = ("channels", "patterns")
+
+    def __init__(self) -> None:
+        self.channels: dict[bytes, set[Conn]] = {}
+        self.patterns: dict[bytes, set[Conn]] = {}
+
+    def subscribe(self, c: Conn, channel: bytes) -> None:
+        if channel not in c.channels:
+            c.channels.add(channel)
+            self.channels.setdefault(channel, set()).add(c)
+
+    def unsubscribe(self, c: Conn, channel: bytes) -> None:
+        if channel in c.channels:
+            c.channels.discard(channel)
+            _discard(self.channels, channel, c)
+
+    def psubscribe(self, c: Conn, pattern: bytes) -> None:
+        if pattern not in c.patterns:
+            c.patterns.add(pattern)
+            self.patterns.setdefault(pattern, set()).add(c)
+
+    def punsubscribe(self, c: Conn, pattern: bytes) -> None:
+        if pattern in c.patterns:
+            c.patterns.discard(pattern)
+            _discard(self.patterns, pattern, c)
+
+    def drop(self, c: Conn) -> None:
+        for ch in list(c.channels):
+            self.unsubscribe(c, ch)
+        for p in list(c.patterns):
+            self.punsubscribe(c, p)
+
+    def publish(self, channel: bytes, message: bytes) -> int:
+        """Deliver to channel and pattern subscribers; return how many received it."""
+        n = 0
+        conns = self.channels.get(channel)
+        if conns:
+            body = _MESSAGE + bulk(channel) + bulk(message)
+            for c in list(conns):
+                c.push((b">3\r\n" if c.enc.proto == 3 else b"*3\r\n") + body)
+                n += 1
+        if self.patterns:
+            tail = bulk(channel) + bulk(message)
+            for pattern, pconns in list(self.patterns.items()):
+                if compile_glob(pattern)(channel):
+                    body = _PMESSAGE + bulk(pattern) + tail
+                    for c in list(pconns):
+                        c.push((b">4\r\n" if c.enc.proto == 3 else b"*4\r\n") + body)
+                        n += 1
+        return n
+
+
+def _discard(index: dict[bytes, set[Conn]], name: bytes, c: Conn) -> None:
+    conns = index.get(name)
+    if conns is not None:
+        conns.discard(c)
+        if not conns:
+            del index[name]

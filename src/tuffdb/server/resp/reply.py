@@ -1,0 +1,127 @@
+"""Reply encoders for RESP2 and RESP3: one class per protocol, chosen per connection.
+
+Handlers build their reply with the connection's encoder (``c.enc``), so the same
+handler speaks both protocols: RESP3 gets maps, sets, ``_`` nulls and ``>`` pushes;
+RESP2 gets the flat arrays Redis sends there. Every method returns ``bytes`` ready
+for the socket; containers take already-encoded elements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+OK = b"+OK\r\n"
+QUEUED = b"+QUEUED\r\n"
+PONG = b"+PONG\r\n"
+ZERO = b":0\r\n"
+ONE = b":1\r\n"
+EMPTY_ARRAY = b"*0\r\n"
+
+
+def bulk(value: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(value), value)
+
+
+def integer(n: int) -> bytes:
+    return b":%d\r\n" % n
+
+
+def simple(text: str | bytes) -> bytes:
+    raw = text.encode() if isinstance(text, str) else text
+    return b"+%b\r\n" % raw
+
+
+def error(text: str) -> bytes:
+    """``text`` starts with the error code, e.g. ``"ERR syntax error"``."""
+    return b"-%b\r\n" % text.replace("\r", " ").replace("\n", " ").encode()
+
+
+def array(items: Sequence[bytes]) -> bytes:
+    return b"*%d\r\n%b" % (len(items), b"".join(items))
+
+
+class Resp2:
+    """Encoder for RESP2 connections."""
+
+    proto = 2
+    null = b"$-1\r\n"
+    null_array = b"*-1\r\n"
+
+    @staticmethod
+    def bulks(values: Sequence[bytes | None]) -> bytes:
+        parts = [b"*%d\r\n" % len(values)]
+        add = parts.append
+        for v in values:
+            add(b"$-1\r\n" if v is None else b"$%d\r\n%b\r\n" % (len(v), v))
+        return b"".join(parts)
+
+    @staticmethod
+    def map(pairs: Iterable[tuple[bytes, bytes]]) -> bytes:
+        flat = [x for kv in pairs for x in kv]
+        return b"*%d\r\n%b" % (len(flat), b"".join(flat))
+
+    @staticmethod
+    def set(items: Sequence[bytes]) -> bytes:
+        return array(items)
+
+    @staticmethod
+    def push(items: Sequence[bytes]) -> bytes:
+        return array(items)
+
+    @staticmethod
+    def double(text: bytes) -> bytes:
+        """``text`` is the number already formatted (Redis formats it as a bulk in RESP2)."""
+        return bulk(text)
+
+    @staticmethod
+    def boolean(flag: bool) -> bytes:
+        return ONE if flag else ZERO
+
+    @staticmethod
+    def verbatim(text: bytes) -> bytes:
+        """INFO, CLIENT LIST...: a bulk in RESP2, a ``txt`` verbatim string in RESP3."""
+        return bulk(text)
+
+
+class Resp3(Resp2):
+    """Encoder for connections that sent ``HELLO 3``."""
+
+    proto = 3
+    null = b"_\r\n"
+    null_array = b"_\r\n"
+
+    @staticmethod
+    def bulks(values: Sequence[bytes | None]) -> bytes:
+        parts = [b"*%d\r\n" % len(values)]
+        add = parts.append
+        for v in values:
+            add(b"_\r\n" if v is None else b"$%d\r\n%b\r\n" % (len(v), v))
+        return b"".join(parts)
+
+    @staticmethod
+    def map(pairs: Iterable[tuple[bytes, bytes]]) -> bytes:
+        items = list(pairs)
+        return b"%%%d\r\n%b" % (len(items), b"".join(k + v for k, v in items))
+
+    @staticmethod
+    def set(items: Sequence[bytes]) -> bytes:
+        return b"~%d\r\n%b" % (len(items), b"".join(items))
+
+    @staticmethod
+    def push(items: Sequence[bytes]) -> bytes:
+        return b">%d\r\n%b" % (len(items), b"".join(items))
+
+    @staticmethod
+    def double(text: bytes) -> bytes:
+        return b",%b\r\n" % text
+
+    @staticmethod
+    def boolean(flag: bool) -> bytes:
+        return b"#t\r\n" if flag else b"#f\r\n"
+
+    @staticmethod
+    def verbatim(text: bytes) -> bytes:
+        return b"=%d\r\ntxt:%b\r\n" % (len(text) + 4, text)
+
+
+ENCODERS: dict[int, type[Resp2]] = {2: Resp2, 3: Resp3}

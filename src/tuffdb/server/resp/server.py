@@ -1,0 +1,196 @@
+"""Server-wide state of the RESP face and the Face object the host drives.
+
+:class:`RespServer` owns the store, the settings CONFIG GET/SET see, the connected
+clients, the pub/sub hub, the WATCH registry and the SCAN cursor table. Everything
+runs on one asyncio loop, so none of it needs a lock; the store's own background
+threads (flusher, spill) sit behind its API.
+
+Durability maps Redis's words to the engine's (``appendfsync`` -> ``durability``):
+``always`` -> ``"always"``, ``everysec`` -> ``"interval"`` with ``interval_ms <= 1000``,
+``no`` -> ``"none"``. Writes are always issued with ``sync=False``; under ``always`` the
+connection waits on ``store.when_durable(store.write_ticket())`` once per batch before
+replying, so concurrent batches share fsyncs and the loop never blocks on one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tuffdb.server.resp.pubsub import Hub
+
+if TYPE_CHECKING:
+    from tuffdb.server.resp.conn import Conn
+
+log = logging.getLogger("tuffdb.resp")
+
+TO_ENGINE = {"always": "always", "everysec": "interval", "no": "none"}
+TO_REDIS = {v: k for k, v in TO_ENGINE.items()}
+MAX_EVERYSEC_INTERVAL_MS = 1000
+SCAN_CURSORS_MAX = 100_000
+REDIS_COMPAT_VERSION = "7.0.0"  # the Redis behaviour we follow (HELLO/INFO "version")
+DEFAULT_OUTPUT_LIMITS = "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+
+
+def open_store(config: Any, durability: str, interval_ms: int) -> Any:
+    from tuffdb.kv.store import KVStore  # imported late: the host may not need this face
+
+    key = None
+    if getattr(config, "encryption_key_file", None) is not None:
+        from tuffdb.server.config import encryption_key
+
+        key = encryption_key(config)
+    return KVStore.open(Path(config.data_dir) / "kv", durability=durability,
+                        interval_ms=interval_ms, encryption_key=key)
+
+
+class RespServer:
+    """State shared by every RESP connection."""
+
+    def __init__(self, config: Any) -> None:
+        resp_extra = dict((getattr(config, "extra", None) or {}).get("resp", {}))
+        durability = str(getattr(config, "durability", "interval"))
+        if "appendfsync" in resp_extra:
+            durability = TO_ENGINE[str(resp_extra["appendfsync"])]
+        interval_ms = int(getattr(config, "interval_ms", 200))
+        if durability == "interval":
+            interval_ms = min(interval_ms, MAX_EVERYSEC_INTERVAL_MS)
+        self.interval_ms = interval_ms
+        self.host = str(getattr(config, "host", "127.0.0.1"))
+        self.port = int(getattr(config, "resp_port", 6379))
+        self.data_dir = Path(config.data_dir)
+        self.store = open_store(config, durability, interval_ms)
+        self.always = durability == "always"
+        self.requirepass: str | None = getattr(config, "requirepass", None) or None
+        self.maxclients = int(resp_extra.get("maxclients", getattr(config, "maxclients", 10000)))
+        self.max_bulk_len = int(resp_extra.get("proto-max-bulk-len", 512 * 1024 * 1024))
+        self.timeout = int(resp_extra.get("timeout", 0))
+        self.output_limits = str(resp_extra.get("client-output-buffer-limit",
+                                                DEFAULT_OUTPUT_LIMITS))
+        self.normal_hard_limit, self.pubsub_hard_limit = _hard_limits(self.output_limits)
+        self.clients: dict[int, Conn] = {}
+        self.next_id = itertools.count(1)
+        self.hub = Hub()
+        self.watchers: dict[bytes, set[Conn]] = {}
+        self.cursors: dict[int, bytes] = {}
+        self.next_cursor = itertools.count(1)
+        self.started = time.time()
+        self.last_save = int(self.started)
+        self.stats = {"connections": 0, "commands": 0, "hits": 0, "misses": 0,
+                      "rejected": 0, "expired": 0}
+        self.degraded: str | None = None
+        self.run_id = os.urandom(20).hex()
+        self._server: asyncio.base_events.Server | None = None
+        self._sweeper: asyncio.TimerHandle | None = None
+        self._stopped = False
+
+    # -- durability -----------------------------------------------------------------
+    @property
+    def appendfsync(self) -> str:
+        return TO_REDIS.get(self.store.durability, "everysec")
+
+    def set_appendfsync(self, mode: str) -> None:
+        engine = TO_ENGINE[mode]
+        if engine == "interval":
+            self.store.set_durability(engine, interval_ms=self.interval_ms)
+        else:
+            self.store.set_durability(engine)
+        self.always = engine == "always"
+
+    # -- WATCH ----------------------------------------------------------------------
+    def touch(self, key: bytes) -> None:
+        """Mark connections watching ``key`` dirty (call on every write to ``key``)."""
+        conns = self.watchers.get(key)
+        if conns:
+            for c in conns:
+                c.dirty = True
+
+    def touch_all(self) -> None:
+        for conns in self.watchers.values():
+            for c in conns:
+                c.dirty = True
+
+    # -- SCAN cursors ---------------------------------------------------------------
+    def save_cursor(self, last_key: bytes) -> int:
+        cursors = self.cursors
+        if len(cursors) >= SCAN_CURSORS_MAX:
+            # Oldest first (dicts keep insertion order). A forgotten cursor restarts the
+            # scan, which keeps SCAN's guarantee (duplicates allowed, nothing missed).
+            for old in list(itertools.islice(cursors, SCAN_CURSORS_MAX // 10)):
+                del cursors[old]
+        cursor = next(self.next_cursor)
+        cursors[cursor] = last_key
+        return cursor
+
+    # -- lifecycle ------------------------------------------------------------------
+    async def start(self) -> None:
+        from tuffdb.server.resp.conn import Conn
+
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: Conn(self), self.host, self.port, reuse_address=True, backlog=511,
+        )
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        self._sweeper = loop.call_later(1.0, self._sweep)
+
+    def _sweep(self) -> None:
+        """Once a second: close clients idle longer than ``timeout`` (pub/sub excepted)."""
+        if self.timeout > 0:
+            limit = time.monotonic() - self.timeout
+            for c in list(self.clients.values()):
+                if c.last_active < limit and not c.subscribed and not c.waiting:
+                    c.close_now()
+        self._sweeper = asyncio.get_running_loop().call_later(1.0, self._sweep)
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        if self._server is not None:
+            self._server.close()
+        deadline = time.monotonic() + grace_s
+        for c in list(self.clients.values()):
+            await c.drain_and_close(deadline)
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(Exception):
+            await loop.run_in_executor(None, self.store.close)
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "degraded" if self.degraded else "ok",
+            "face": "resp",
+            "port": self.port,
+            "clients": len(self.clients),
+            "appendfsync": self.appendfsync,
+            **({"reason": self.degraded} if self.degraded else {}),
+        }
+
+
+def _hard_limits(spec: str) -> tuple[int, int]:
+    parts = spec.split()
+    normal = pubsub = 0
+    for i in range(0, len(parts) - 3, 4):
+        cls, hard = parts[i], _size(parts[i + 1])
+        if cls == "normal":
+            normal = hard
+        elif cls == "pubsub":
+            pubsub = hard
+    return normal, pubsub
+
+
+def _size(text: str) -> int:
+    units = {"k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3, "gb": 1024**3}
+    low = text.lower()
+    for suffix in ("kb", "mb", "gb", "k", "m", "g"):
+        if low.endswith(suffix):
+            return int(low[: -len(suffix)]) * units[suffix]
+    return int(low)
