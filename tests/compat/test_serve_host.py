@@ -50,10 +50,11 @@ class FakeFace:
     def __init__(self, config):
         self.port = getattr(config, NAME + "_port")
         self.host = config.host
+        self.extra = config.extra.get(NAME, {{}})
         self.server = None
     async def start(self):
         self.server = await asyncio.start_server(lambda r, w: w.close(), self.host, self.port)
-        log.info("fake started", face=NAME)
+        log.info("fake started", face=NAME, extra=self.extra)
     async def stop(self):
         log.info("fake stopping", face=NAME)
         if os.environ.get("FAKE_HANG_ON_STOP") == NAME:
@@ -304,3 +305,19 @@ def test_real_faces_whichever_exist_start_and_stop_cleanly(start: Any) -> None:
     server.proc.send_signal(signal.SIGTERM)
     assert server.finish() == 0, server.lines
     assert [line["face"] for line in server.events("face stopped")] == ready["faces"][::-1]
+
+
+def test_toml_face_table_reaches_the_face_and_flags_still_win(start: Any, tmp_path: Path) -> None:
+    resp = free_port()
+    toml = tmp_path / "serve.toml"
+    toml.write_text("resp_port = 1\ngrpc_port = 0\nhttp_port = 0\n[resp]\ndatabases = 4\n")
+    server = start("--config", str(toml), "--admin-port", "0", "--resp-port", str(resp),
+                   fakes={"resp": "ok"})
+    server.wait_for("ready")
+    (started,) = server.events("fake started")
+    assert started["extra"] == {"databases": 4}
+    assert {line["face"]: line["address"] for line in server.events("listening")} == {
+        "resp": f"127.0.0.1:{resp}"
+    }
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.finish() == 0
