@@ -69,6 +69,7 @@ class DCBService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed: asyncio.Future[None] | None = None
         self._waiting = 0
+        self._stopping = False
         self.store.add_listener(self._on_commit)
 
     # -- plumbing ----------------------------------------------------------------------
@@ -89,6 +90,7 @@ class DCBService:
             fut.set_result(None)
 
     def close(self) -> None:
+        self._stopping = True
         self.store.remove_listener(self._on_commit)
         if self._loop is not None and self._changed is not None and not self._changed.done():
             self._changed.set_result(None)
@@ -217,7 +219,7 @@ class DCBService:
         if cursor >= wire.U64_MAX:
             return
         store = self.store
-        while not store.closed:
+        while not (store.closed or self._stopping):
             pos, cursor = next_positions(store, items, cursor, batch)
             if len(pos):
                 for _chunk, body in self._batches(pos, batch):
