@@ -1004,6 +1004,7 @@ class Run:
         self.data_parent = Path(args.dir).resolve()
         self.out = Path(args.out).resolve() / args.run_id
         self.selected = [s.strip() for s in args.impl.split(",")] if args.impl else None
+        self.invocation: dict[str, Any] = {}  # filled by main(): command, git, fsync probe
 
     def impls_for(self, regimes: Iterable[str], only_tuffdb: bool = False) -> tuple[list, dict]:
         chosen: list[Impl] = []
@@ -1032,6 +1033,7 @@ class Run:
             "command": COMMAND,
             "started_at": utc_now(),
             "finished_at": None,
+            "invocation": self.invocation,
             "params": params,
             "impls": {
                 i.name: {
@@ -1131,7 +1133,7 @@ def cell_ingest(run: Run) -> dict:
     for threads in params["threads"]:
         g = new_group(f"ingest-t{threads}", f"ingest: {n:,} fresh random keys x 1 KiB "
                       f"({params['value_kind']}), {threads} thread(s)", "DEFAULT", "throughput",
-                      "ops/s", "higher", {"threads": threads, "keys": n})
+                      "ops/s", "higher", {"threads": threads, "keys": n, "window": "ops"})
         doc["groups"].append(g)
         for rep in range(a.reps):
             seed = rep_seed(a.seed, rep)
@@ -1177,7 +1179,7 @@ def cell_durable(run: Run) -> dict:
     for threads in threads_list:
         g = new_group(f"durable-t{threads}", f"durable puts (FULL: fsync before ack), "
                       f"{threads} thread(s)", "FULL", "throughput", "ops/s", "higher",
-                      {"threads": threads})
+                      {"threads": threads, "window": "time or ops cap"})
         doc["groups"].append(g)
         for rep in range(a.reps):
             seed = rep_seed(a.seed, rep)
@@ -1226,7 +1228,8 @@ def cell_readrandom(run: Run) -> dict:
                           f"readrandom after reopen: {n:,} keys, uniform, {threads} thread(s), "
                           f"cache {regime_name} ({budget / 2**20:.1f} MiB)", "DEFAULT",
                           "throughput", "ops/s", "higher",
-                          {"threads": threads, "cache_bytes": budget, "keys": n})
+                          {"threads": threads, "cache_bytes": budget, "keys": n,
+                           "window": "time"})
             doc["groups"].append(g)
             for rep in range(a.reps):
                 seed = rep_seed(a.seed, rep)
@@ -1395,7 +1398,8 @@ def cell_workloads(run: Run) -> dict:
         for threads in threads_list:
             g = new_group(f"{wname}-t{threads}", f"{wname} ({wl.mix}), {n:,} keys, "
                           f"{threads} thread(s), {regime}", regime, "throughput", "ops/s",
-                          "higher", {"workload": wname, "threads": threads, "keys": n})
+                          "higher", {"workload": wname, "threads": threads, "keys": n,
+                                     "window": "ops"})
             doc["groups"].append(g)
             for rep in range(a.reps):
                 seed = rep_seed(a.seed, rep)
@@ -1519,14 +1523,29 @@ def main(argv: list[str] | None = None) -> int:
 
         env["lmdb_library_version"] = ".".join(map(str, lmdb.version()))
     env["fsync_probe_start"] = fsync_probe(run.data_parent)
-    env["cells"] = args.cell or list(DEFAULT_CELLS)
+    env["cells"] = list(dict.fromkeys(args.cell or DEFAULT_CELLS))
     env["fsync_modes"] = {i.name: i.settings for i in IMPLS.values()}
-    write_json(run.out / "environment.json", env)
+    env_path = run.out / "environment.json"
+    if env_path.exists():  # a second invocation into the same run directory: keep the first
+        with contextlib.suppress(Exception):
+            import json  # noqa: PLC0415
+
+            prev = json.loads(env_path.read_text())
+            env["previous_invocations"] = [
+                *prev.pop("previous_invocations", []),
+                {k: prev.get(k) for k in ("command", "recorded_at", "cells", "git",
+                                           "fsync_probe_start", "fsync_probe_end")},
+            ]
+            env["cells"] = [*dict.fromkeys([*prev.get("cells", []), *env["cells"]])]
+    write_json(env_path, env)
+    run.invocation.update({"command": env["command"], "git": env["git"],
+                           "loadavg_at_start": env["loadavg_at_start"],
+                           "fsync_probe_start": env["fsync_probe_start"]})
     probe = env["fsync_probe_start"]
     run.log(f"run {args.run_id} -> {run.out}; data under {run.data_parent} "
             f"({env['filesystem'].get('type', '?')}); fsync avg {probe['avg_us']} us "
             f"p99 {probe['p99_us']} us" + ("  [SUSPICIOUS: < 50 us]" if probe["suspicious"] else ""))
-    for cell in env["cells"]:
+    for cell in dict.fromkeys(args.cell or DEFAULT_CELLS):
         run.log(f"== cell {cell}")
         doc = CELLS[cell](run)
         doc["finished_at"] = utc_now()
