@@ -14,6 +14,7 @@ from tuffdb._format.segment import FileKind
 class FrameKind(IntEnum):
     EVENTS = 32  # EVENTS_HEADER | entries (see codec.py)
     TRACKING = 33  # position u64 | source (UTF-8, the rest of the payload)
+    INDEX = 34  # the body of a sealed segment's .idx file (see sealed_index.py)
 
 
 EVENTS_HEADER = struct.Struct("<QI")  # first_position, count

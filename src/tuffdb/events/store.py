@@ -4,6 +4,7 @@ Layout of a store directory::
 
     LOCK                      single-writer process lock
     log/{address:020}.log     the storage core's segmented log (frames of kind 32-47)
+    index/{address:020}.idx   one derived index file per sealed log segment
 
 Everything needed to answer queries lives in memory and is derived from the log: tag
 postings, the type column, and per-position location columns (byte address and length
@@ -14,6 +15,7 @@ so they never block the writer and never see a staged (not yet fsynced) event.
 from __future__ import annotations
 
 import os
+import struct
 import threading
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
@@ -25,7 +27,7 @@ import numpy as np
 from tuffdb._format.record import FRAME_SIZE
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE
 from tuffdb.errors import ClosedError, CorruptionError, ProgrammingError
-from tuffdb.events import codec
+from tuffdb.events import codec, sealed_index
 from tuffdb.events.api import (
     AppendCondition,
     Event,
@@ -35,14 +37,7 @@ from tuffdb.events.api import (
     TrackingInfo,
 )
 from tuffdb.events.columns import Column
-from tuffdb.events.format import (
-    EVENTS_HEADER,
-    EVENTS_HEADER_SIZE,
-    LOG_FILE_KIND,
-    LOG_SUFFIX,
-    TRACKING_POSITION,
-    FrameKind,
-)
+from tuffdb.events.format import LOG_FILE_KIND, LOG_SUFFIX
 from tuffdb.events.planner import Items, Planner, normalise
 from tuffdb.events.subscription import Subscription
 from tuffdb.events.tag_index import TagIndex
@@ -93,6 +88,10 @@ class EventStore:
         self._listeners: list[Callable[[int], None]] = []
         self._fds: dict[int, int] = {}
         self._fd_lock = threading.Lock()
+        self._index_dir = self.path / "index"
+        self._sealers: list[threading.Thread] = []
+        self._segment_firsts: list[int] = []
+        self.indexes_rebuilt = 0
         try:
             self._log = SegmentedLog(
                 self.path / "log", file_kind=LOG_FILE_KIND, suffix=LOG_SUFFIX,
@@ -122,44 +121,59 @@ class EventStore:
 
     # -- recovery --------------------------------------------------------------------------
     def _recover(self) -> None:
-        """Rebuild the in-memory indexes by scanning every segment's committed frames."""
-        head = 0
-        for seg in self._log.segments:
+        """Rebuild the in-memory indexes: sealed segments from their ``.idx`` files (rebuilt
+        from the log when missing, stale or corrupt), the last segment by scanning it."""
+        segs = self._log.segments
+        first = 1
+        self._segment_firsts = []
+        for i, seg in enumerate(segs):
+            last = i == len(segs) - 1
+            ix = None if last else self._load_index(seg.base_address, seg.size, first)
+            if ix is None:
+                frames = self._log.read_segment(seg)
+                ix = sealed_index.scan_segment(frames, seg.base_address, str(seg.path), first)
+                ix.size = seg.size
+                if not last:
+                    sealed_index.write(self._index_dir, ix, seg.base_address)
+                    self.indexes_rebuilt += 1
+            self._segment_firsts.append(first)
+            self._feed(ix)
+            first += ix.count
+        self._head = first - 1
+
+    def _load_index(self, base: int, size: int, first: int) -> sealed_index.SegmentIndex | None:
+        path = sealed_index.index_path(self._index_dir, base)
+        try:
+            ix = sealed_index.decode(path.read_bytes(), base, str(path))
+        except (OSError, CorruptionError, ValueError, UnicodeDecodeError, struct.error):
+            return None
+        if ix.first != first or ix.size != size:
+            return None
+        return ix
+
+    def _feed(self, ix: sealed_index.SegmentIndex) -> None:
+        self._tracking.update(ix.tracking)
+        if not ix.count:
+            return
+        self._addr.extend(ix.addr)
+        self._len.extend(ix.lens)
+        self._types.extend_ids(ix.first, ix.type_names, ix.type_ids)
+        add = self._tags.add_postings
+        for tag, post in ix.postings.items():
+            add(tag, post)
+
+    def _seal(self, seg_no: int) -> None:
+        """Write the index file of sealed segment ``seg_no`` (background thread)."""
+        seg = self._log.segments[seg_no]
+        try:
             frames = self._log.read_segment(seg)
-            to_addr = seg.base_address - SEGMENT_HEADER_SIZE + FRAME_SIZE + EVENTS_HEADER_SIZE
-            for f in frames:
-                payload = f.payload
-                if f.kind == FrameKind.TRACKING:
-                    (pos,) = TRACKING_POSITION.unpack_from(payload)
-                    self._tracking[payload[8:].decode()] = pos
-                    continue
-                if f.kind != FrameKind.EVENTS:
-                    continue
-                first, count = EVENTS_HEADER.unpack_from(payload)
-                if first != head + 1:
-                    raise CorruptionError(
-                        f"events frame starts at position {first}, expected {head + 1}",
-                        path=str(seg.path), offset=f.offset,
-                    )
-                body = payload[EVENTS_HEADER_SIZE:]
-                try:
-                    offs = codec.split_entries(body)
-                    rows = list(codec.types_and_tags(body))
-                except Exception as exc:
-                    raise CorruptionError(
-                        f"undecodable events frame: {exc}", path=str(seg.path), offset=f.offset
-                    ) from None
-                if len(rows) != count or len(offs) != count + 1 or rows[0][0] != first:
-                    raise CorruptionError(
-                        "events frame count mismatch", path=str(seg.path), offset=f.offset
-                    )
-                o = np.asarray(offs, np.int64)
-                self._addr.extend(o[:-1] + (to_addr + f.offset))
-                self._len.extend(np.diff(o))
-                self._types.extend(first, [r[1] for r in rows])
-                self._tags.add(first, [r[2] for r in rows])
-                head += count
-        self._head = head
+            ix = sealed_index.scan_segment(
+                frames, seg.base_address, str(seg.path), self._segment_firsts[seg_no]
+            )
+            ix.size = seg.size
+            sealed_index.write(self._index_dir, ix, seg.base_address)
+        except Exception:  # noqa: BLE001 (derived data: rebuilt on the next open)
+            return
 
     # -- writing ---------------------------------------------------------------------------
     def append(
@@ -349,10 +363,17 @@ class EventStore:
         self._addr.truncate(head)
         self._len.truncate(head)
 
-    def _on_roll(self) -> None:
-        for s in self._log.segments[len(self._segment_bases) :]:
+    def _on_roll(self, first: int) -> None:
+        """The log rolled before the drain starting at position ``first``: seal the old one."""
+        n = len(self._segment_bases)
+        for s in self._log.segments[n:]:
             self._segment_paths.append(s.path)
             self._segment_bases.append(s.base_address)
+            self._segment_firsts.append(first)
+        for i in range(n - 1, len(self._segment_bases) - 1):
+            t = threading.Thread(target=self._seal, args=(i,), name="tuffdb-events-seal")
+            t.start()
+            self._sealers.append(t)
 
     def _notify(self, head: int) -> None:
         with self._cv:
@@ -396,6 +417,8 @@ class EventStore:
             return
         self._writer.stop()
         self._closed = True
+        for t in self._sealers:
+            t.join()
         with self._cv:
             self._cv.notify_all()
         for cb in list(self._listeners):

@@ -48,6 +48,26 @@ class TagIndex:
                     v.add(p)  # type: ignore[union-attr]
             p += 1
 
+    def add_postings(self, tag: str, positions: np.ndarray) -> None:
+        """Bulk-append ascending ``positions`` (above every existing one) for ``tag``."""
+        v = self.postings.get(tag)
+        if v is None:
+            n = len(positions)
+            if n == 1:
+                self.postings[tag] = int(positions[0])
+            elif n <= SMALL_MAX:
+                self.postings[tag] = positions.tolist()
+            else:
+                self.postings[tag] = BitMap64(positions.astype(np.uint64))
+        elif type(v) is int:
+            del self.postings[tag]
+            self.add_postings(tag, np.concatenate([[v], positions]).astype(np.int64))
+        elif type(v) is list:
+            del self.postings[tag]
+            self.add_postings(tag, np.concatenate([v, positions]).astype(np.int64))
+        else:
+            v.update(positions.astype(np.uint64))  # type: ignore[union-attr]
+
     def truncate(self, head: int) -> None:
         """Drop postings above ``head`` (after a failed commit, before any reader saw them)."""
         d = self.postings

@@ -46,6 +46,25 @@ class TypeColumn:
             p += 1
         self._col.extend(ids)
 
+    def extend_ids(self, first_position: int, names: list[str], local: np.ndarray) -> None:
+        """Bulk form of :meth:`extend` from a segment index (local ids into ``names``)."""
+        assert first_position == self._col.size + 1, (first_position, self._col.size)
+        glob = []
+        for t in names:
+            tid = self.names.get(t)
+            if tid is None:
+                tid = self.names[t] = len(self._tips)
+                self._tips.append(0)
+            glob.append(tid)
+        mapping = np.asarray(glob, np.uint32)
+        if len(local):
+            last = np.zeros(len(names), np.int64)
+            np.maximum.at(last, local.astype(np.intp), np.arange(1, len(local) + 1))
+            for lid, off in enumerate(last.tolist()):
+                if off:
+                    self._tips[glob[lid]] = first_position + off - 1
+            self._col.extend(mapping[local])
+
     def truncate(self, size: int) -> None:
         self._col.truncate(size)
 

@@ -236,7 +236,7 @@ class Writer(threading.Thread):
                         req.future.set_exception(res)
                 return
             if log.segments[-1].base_address != st._segment_bases[-1]:
-                st._on_roll()
+                st._on_roll(durable_head + 1)
             tracking.update(staged_tracking)
             st._head = head
             for cb in self.on_commit:

@@ -1,0 +1,187 @@
+"""Per-segment index: built by scanning a log segment, or loaded from its sealed ``.idx`` file.
+
+A sealed segment's index file (spec: docs/format/events-index.md) lets recovery skip
+scanning every segment but the last. Index files are derived and disposable: a missing,
+stale or corrupt one is rebuilt from its log segment, never fatal.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tuffdb._format.record import FRAME_SIZE, Flag, encode_frame, scan_frames
+from tuffdb._format.segment import SEGMENT_HEADER_SIZE, SegmentHeader, unpack_header
+from tuffdb.errors import CorruptionError
+from tuffdb.events import codec
+from tuffdb.events.format import (
+    EVENTS_HEADER,
+    EVENTS_HEADER_SIZE,
+    INDEX_FILE_KIND,
+    INDEX_SUFFIX,
+    TRACKING_POSITION,
+    FrameKind,
+)
+from tuffdb.storage.files import segment_name, write_file_durably
+
+# Index body header: first_position, count, n_types, n_tags, n_tracking, segment_size.
+INDEX_HEADER = struct.Struct("<QIIIIQ")
+INDEX_HEADER_SIZE = INDEX_HEADER.size
+assert INDEX_HEADER_SIZE == 32
+_LEN16 = struct.Struct("<H")
+_ENTRY = struct.Struct("<HI")  # tag length, posting count
+
+
+@dataclass
+class SegmentIndex:
+    """Everything the in-memory indexes need from one segment."""
+
+    first: int  # first position (count == 0: the position the next segment starts at)
+    count: int
+    addr: np.ndarray  # int64 absolute byte address of each entry
+    lens: np.ndarray  # int64 entry lengths
+    type_names: list[str]
+    type_ids: np.ndarray  # uint32, local ids into type_names
+    postings: dict[str, np.ndarray]  # tag -> ascending absolute positions
+    tracking: dict[str, int] = field(default_factory=dict)
+    size: int = 0  # bytes of the segment (after its header) this index covers
+
+
+def scan_segment(frames: list, base_address: int, path: str, expect_first: int) -> SegmentIndex:
+    """Build a segment's index from its committed frames (the recovery / rebuild path)."""
+    to_addr = base_address - SEGMENT_HEADER_SIZE + FRAME_SIZE + EVENTS_HEADER_SIZE
+    addrs: list[np.ndarray] = []
+    lens: list[np.ndarray] = []
+    names: dict[str, int] = {}
+    ids: list[int] = []
+    postings: dict[str, list[int]] = {}
+    tracking: dict[str, int] = {}
+    head = expect_first - 1
+    for f in frames:
+        payload = f.payload
+        if f.kind == FrameKind.TRACKING:
+            (pos,) = TRACKING_POSITION.unpack_from(payload)
+            tracking[payload[8:].decode()] = pos
+            continue
+        if f.kind != FrameKind.EVENTS:
+            continue
+        first, count = EVENTS_HEADER.unpack_from(payload)
+        if first != head + 1:
+            raise CorruptionError(
+                f"events frame starts at position {first}, expected {head + 1}",
+                path=path, offset=f.offset,
+            )
+        body = payload[EVENTS_HEADER_SIZE:]
+        try:
+            offs = codec.split_entries(body)
+            rows = list(codec.types_and_tags(body))
+        except Exception as exc:
+            raise CorruptionError(f"undecodable events frame: {exc}", path=path,
+                                  offset=f.offset) from None
+        if len(rows) != count or len(offs) != count + 1 or rows[0][0] != first:
+            raise CorruptionError("events frame count mismatch", path=path, offset=f.offset)
+        o = np.asarray(offs, np.int64)
+        addrs.append(o[:-1] + (to_addr + f.offset))
+        lens.append(np.diff(o))
+        for p, t, tags in rows:
+            tid = names.get(t)
+            if tid is None:
+                tid = names[t] = len(names)
+            ids.append(tid)
+            for tag in tags:
+                lst = postings.get(tag)
+                if lst is None:
+                    postings[tag] = [p]
+                elif lst[-1] != p:
+                    lst.append(p)
+        head += count
+    empty = np.empty(0, np.int64)
+    return SegmentIndex(
+        expect_first, head - expect_first + 1,
+        np.concatenate(addrs) if addrs else empty,
+        np.concatenate(lens) if lens else empty,
+        list(names), np.asarray(ids, np.uint32),
+        {k: np.asarray(v, np.int64) for k, v in postings.items()},
+        tracking,
+    )
+
+
+def index_path(directory: Path, base_address: int) -> Path:
+    return directory / segment_name(base_address, INDEX_SUFFIX)
+
+
+def encode(ix: SegmentIndex, base_address: int) -> bytes:
+    """The whole ``.idx`` file: segment header + one committed frame."""
+    tags = sorted(ix.postings)  # sorted dictionary: prefix lookup by bisection
+    parts = [
+        INDEX_HEADER.pack(ix.first, ix.count, len(ix.type_names), len(tags), len(ix.tracking),
+                          ix.size),
+        (ix.addr - base_address).astype("<u4").tobytes(),
+        ix.lens.astype("<u4").tobytes(),
+        ix.type_ids.astype("<u4").tobytes(),
+    ]
+    for name in ix.type_names:
+        b = name.encode()
+        parts += (_LEN16.pack(len(b)), b)
+    for tag in tags:
+        b = tag.encode()
+        post = ix.postings[tag]
+        parts += (_ENTRY.pack(len(b), len(post)), b, (post - ix.first).astype("<u4").tobytes())
+    for src, pos in ix.tracking.items():
+        b = src.encode()
+        parts += (_LEN16.pack(len(b)), b, struct.pack("<Q", pos))
+    payload = b"".join(parts)
+    head = SegmentHeader(INDEX_FILE_KIND, 0, base_address, 0, 0).pack()
+    return head + encode_frame(FrameKind.INDEX, payload, Flag.COMMIT)
+
+
+def decode(data: bytes, base_address: int, path: str) -> SegmentIndex:
+    """Parse an ``.idx`` file; CorruptionError on any inconsistency."""
+    hdr = unpack_header(data[:SEGMENT_HEADER_SIZE], path)
+    if hdr.file_kind != INDEX_FILE_KIND or hdr.base_address != base_address:
+        raise CorruptionError("index header does not match its segment", path=path)
+    res = scan_frames(data, SEGMENT_HEADER_SIZE)
+    if res.error or len(res.frames) != 1 or res.frames[0].kind != FrameKind.INDEX:
+        raise CorruptionError(res.error or "index file must hold one INDEX frame", path=path)
+    p = res.frames[0].payload
+    first, count, n_types, n_tags, n_tracking, size = INDEX_HEADER.unpack_from(p)
+    at = INDEX_HEADER_SIZE
+
+    def u32s(n: int) -> np.ndarray:
+        nonlocal at
+        a = np.frombuffer(p, "<u4", n, at)
+        at += 4 * n
+        return a
+
+    addr = u32s(count).astype(np.int64) + base_address
+    lens = u32s(count).astype(np.int64)
+    type_ids = u32s(count).astype(np.uint32)
+    names = []
+    for _ in range(n_types):
+        (n,) = _LEN16.unpack_from(p, at)
+        names.append(p[at + 2 : at + 2 + n].decode())
+        at += 2 + n
+    postings = {}
+    for _ in range(n_tags):
+        n, k = _ENTRY.unpack_from(p, at)
+        tag = p[at + 6 : at + 6 + n].decode()
+        at += 6 + n
+        postings[tag] = u32s(k).astype(np.int64) + first
+    tracking = {}
+    for _ in range(n_tracking):
+        (n,) = _LEN16.unpack_from(p, at)
+        src = p[at + 2 : at + 2 + n].decode()
+        (pos,) = struct.unpack_from("<Q", p, at + 2 + n)
+        tracking[src] = pos
+        at += 10 + n
+    if at != len(p) or (count and int(type_ids.max()) >= n_types):
+        raise CorruptionError("index body has inconsistent lengths", path=path)
+    return SegmentIndex(first, count, addr, lens, names, type_ids, postings, tracking, size)
+
+
+def write(directory: Path, ix: SegmentIndex, base_address: int) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    write_file_durably(index_path(directory, base_address), encode(ix, base_address))
