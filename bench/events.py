@@ -306,7 +306,7 @@ def main() -> None:
     args = p.parse_args()
     args.write_matrix = [("b512-w16", 512, 16), ("b64-w16", 64, 16), ("b1-w64", 1, 64)]
     args.read_events, args.read_streams = 50_000, 5_000
-    args.single_readers, args.scan_readers, args.embedded_writers = 16, 4, 1
+    args.single_readers, args.scan_readers, args.embedded_writers = 16, 4, 4
     if args.smoke:
         args.warmup, args.duration = 0.3, 1.0
         args.write_matrix = [("b64-w4", 64, 4), ("b1-w8", 1, 8)]

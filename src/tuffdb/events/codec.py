@@ -17,6 +17,8 @@ import uuid as _uuid
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from tuffdb.errors import LimitExceeded, ProgrammingError
 from tuffdb.events.api import Event, SequencedEvent, TrackingInfo
 from tuffdb.server.protocol import umadb_v1_pb2 as pb
@@ -163,6 +165,61 @@ def encode_event(event: Event) -> tuple[bytes, str, Sequence[str]]:
     return out, etype, tags
 
 
+def encode_events(
+    events: Iterable[Event], tracking: bytes = b""
+) -> tuple[list[bytes], list[str], list[Sequence[str]], list[str] | None]:
+    """Entry tails, types, tags and uuids (``None`` unless every event has one).
+
+    Fast path: consecutive events with the same type and tags reuse one encoded prefix,
+    and events without uuid or metadata are assembled with a single join.
+    """
+    tails: list[bytes] = []
+    types: list[str] = []
+    tags_out: list[Sequence[str]] = []
+    uuids: list[str] | None = []
+    append = tails.append
+    join = b"".join
+    last_t: object = None
+    last_tags: object = None
+    prefix = b""
+    for ev in events:
+        t = ev.type
+        tg = ev.tags
+        if t is not last_t or (tg is not last_tags and tg != last_tags):
+            if type(t) is not str:
+                raise ProgrammingError(f"event type must be a str, not {type(t).__name__}")
+            type_b = t.encode()
+            tag_bs = [x.encode() for x in tg]
+            check_names(type_b, tag_bs)
+            parts = [b"\x0a", varint(len(type_b)), type_b]
+            for tb in tag_bs:
+                parts += (b"\x12", varint(len(tb)), tb)
+            prefix = join(parts)
+            last_t, last_tags = t, tg
+        data = ev.data
+        if type(data) is not bytes:
+            data = bytes(data)
+        if ev.uuid is None and not ev.metadata:
+            dl = varint(len(data))
+            n = len(prefix) + 1 + len(dl) + len(data)
+            if n > MAX_EVENT_BYTES:
+                raise LimitExceeded(f"event encodes to {n} bytes; the limit is {MAX_EVENT_BYTES}")
+            append(join((b"\x12", varint(n), prefix, b"\x1a", dl, data, tracking)))
+            uuids = None
+        else:
+            pb_bytes, _, _ = encode_event(ev)
+            append(tail_of(pb_bytes, tracking))
+            if uuids is not None:
+                u = canonical_uuid(ev.uuid)
+                if u:
+                    uuids.append(u)
+                else:
+                    uuids = None
+        types.append(t)
+        tags_out.append(tg)
+    return tails, types, tags_out, uuids
+
+
 def tail_of(event_pb: bytes, tracking: bytes = b"") -> bytes:
     """The position-independent part of an entry."""
     return b"\x12" + varint(len(event_pb)) + event_pb + tracking
@@ -178,6 +235,63 @@ def entries_for(first_position: int, tails: Sequence[bytes]) -> list[bytes]:
         append(b"\x0a" + varint(len(t) + 1 + len(pv)) + b"\x08" + pv + t)
         p += 1
     return out
+
+
+def _varint_rows(first: int, n: int, k: int) -> np.ndarray:
+    """Varints of ``first .. first+n-1`` (all ``k`` bytes long) as an ``(n, k)`` array."""
+    p = np.arange(first, first + n, dtype=np.uint64)
+    out = np.empty((n, k), np.uint8)
+    for j in range(k):
+        b = (p >> np.uint64(7 * j)) & np.uint64(0x7F)
+        if j < k - 1:
+            b |= np.uint64(0x80)
+        out[:, j] = b
+    return out
+
+
+def _varint_len(n: int) -> int:
+    k = 1
+    while n >> (7 * k):
+        k += 1
+    return k
+
+
+def entries_block(first: int, tails: Sequence[bytes]) -> tuple[bytes, np.ndarray]:
+    """Joined entries for consecutive positions and each entry's length.
+
+    Fast path (tails of equal length, the usual batch of similar events): the entries are
+    assembled as rows of one numpy array, so the per-event Python work is nil. Otherwise a
+    plain loop (:func:`entries_for`).
+    """
+    n = len(tails)
+    tl = len(tails[0])
+    if n < 8 or len(set(map(len, tails))) != 1:
+        entries = entries_for(first, tails)
+        return b"".join(entries), np.fromiter(map(len, entries), np.int64, n)
+    blocks = []
+    lens = []
+    tail_rows = np.frombuffer(b"".join(tails), np.uint8).reshape(n, tl)
+    i = 0
+    while i < n:
+        p = first + i
+        k = _varint_len(p)
+        band_end = 1 << (7 * k)  # first position whose varint is longer
+        m = min(n - i, band_end - p)
+        lv = varint(tl + 1 + k)
+        h = len(lv)
+        row = 2 + h + k + tl
+        arr = np.empty((m, row), np.uint8)
+        arr[:, 0] = 0x0A
+        arr[:, 1 : 1 + h] = np.frombuffer(lv, np.uint8)
+        arr[:, 1 + h] = 0x08
+        arr[:, 2 + h : 2 + h + k] = _varint_rows(p, m, k)
+        arr[:, 2 + h + k :] = tail_rows[i : i + m]
+        blocks.append(arr.tobytes())
+        lens.append(np.full(m, row, np.int64))
+        i += m
+    return (blocks[0] if len(blocks) == 1 else b"".join(blocks)), (
+        lens[0] if len(lens) == 1 else np.concatenate(lens)
+    )
 
 
 def split_entries(buf: bytes | memoryview, start: int = 0, end: int | None = None) -> list[int]:

@@ -202,29 +202,13 @@ class EventStore:
         tracking_info: TrackingInfo | None = None,
     ) -> Future[int]:
         """Like :meth:`append` but returns a future (for servers on an event loop)."""
-        tails = []
-        types = []
-        tags = []
-        uuids: list[str] | None = []
-        encode = codec.encode_event
-        tail_of = codec.tail_of
         tr = b""
         tracking = None
         if tracking_info is not None:
             codec.check_source(tracking_info.source)
             tracking = (tracking_info.source, int(tracking_info.position))
             tr = codec.tracking_bytes(*tracking)
-        for ev in events:
-            pb, t, tg = encode(ev)
-            tails.append(tail_of(pb, tr))
-            types.append(t)
-            tags.append(tg)
-            if uuids is not None:
-                u = codec.canonical_uuid(ev.uuid) if ev.uuid is not None else ""
-                if u:
-                    uuids.append(u)
-                else:
-                    uuids = None
+        tails, types, tags, uuids = codec.encode_events(events, tr)
         return self.submit_encoded(
             tails, types, tags, uuids, condition=condition, tracking=tracking
         )

@@ -9,6 +9,7 @@ the one writer; readers clip to their snapshot head, so postings past it are inv
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import groupby
 
 import numpy as np
 from pyroaring import BitMap64
@@ -27,11 +28,20 @@ class TagIndex:
         return len(self.postings)
 
     def add(self, first_position: int, tags_per_event: Iterable[Sequence[str]]) -> None:
-        """Index consecutive events starting at ``first_position`` (writer only)."""
+        """Index consecutive events starting at ``first_position`` (writer only).
+
+        Runs of events with equal tags (a batch for one entity) are added as a range.
+        """
         d = self.postings
         get = d.get
         p = first_position
-        for tags in tags_per_event:
+        for tags, run in groupby(tags_per_event):
+            n = sum(1 for _ in run)
+            if n > 1:
+                for tag in dict.fromkeys(tags):
+                    self._add_range(tag, p, p + n)
+                p += n
+                continue
             for tag in tags:
                 v = get(tag)
                 if v is None:
@@ -47,6 +57,22 @@ class TagIndex:
                 else:
                     v.add(p)  # type: ignore[union-attr]
             p += 1
+
+    def _add_range(self, tag: str, start: int, stop: int) -> None:
+        d = self.postings
+        v = d.get(tag)
+        if v is None:
+            d[tag] = list(range(start, stop)) if stop - start <= SMALL_MAX else BitMap64(
+                range(start, stop))
+        elif type(v) is int:
+            lst = [v, *range(start, stop)]
+            d[tag] = lst if len(lst) <= SMALL_MAX else BitMap64(lst)
+        elif type(v) is list:
+            v.extend(range(start, stop))
+            if len(v) > SMALL_MAX:
+                d[tag] = BitMap64(v)
+        else:
+            v.add_range(start, stop)  # type: ignore[union-attr]
 
     def add_postings(self, tag: str, positions: np.ndarray) -> None:
         """Bulk-append ascending ``positions`` (above every existing one) for ``tag``."""

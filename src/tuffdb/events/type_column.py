@@ -7,6 +7,7 @@ item is a vectorised ``isin`` over a slice of the column: no log bytes are touch
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import groupby
 
 import numpy as np
 
@@ -29,21 +30,17 @@ class TypeColumn:
         assert first_position == self._col.size + 1, (first_position, self._col.size)
         names = self.names
         tips = self._tips
-        ids = []
-        append = ids.append
+        ids: list[int] = []
         p = first_position
-        last_t = None
-        last_id = 0
-        for t in types:
-            if t is not last_t:
-                tid = names.get(t)
-                if tid is None:
-                    tid = names[t] = len(tips)
-                    tips.append(0)
-                last_t, last_id = t, tid
-            append(last_id)
-            tips[last_id] = p
-            p += 1
+        for t, run in groupby(types):
+            n = sum(1 for _ in run)
+            tid = names.get(t)
+            if tid is None:
+                tid = names[t] = len(tips)
+                tips.append(0)
+            ids += [tid] * n
+            p += n
+            tips[tid] = p - 1
         self._col.extend(ids)
 
     def extend_ids(self, first_position: int, names: list[str], local: np.ndarray) -> None:

@@ -161,7 +161,8 @@ class Writer(threading.Thread):
         frames: list[bytes] = []
         addr = log.tail_address
         results: list[tuple[AppendRequest, int | BaseException]] = []
-        pending: list[bytes] = []  # entries above durable_head, for idempotency checks
+        # (first position, joined entries, lengths) staged in this drain, for idempotency.
+        pending: list[tuple[int, bytes, np.ndarray]] = []
         addrs: list[np.ndarray] = []
         lens: list[np.ndarray] = []
         wrote = False
@@ -201,17 +202,17 @@ class Writer(threading.Thread):
                 results.append((req, 0))
                 continue
             first = head + 1
-            entries = codec.entries_for(first, tails)
-            pending += entries
-            ln = np.fromiter(map(len, entries), np.int64, len(entries))
-            payload = EVENTS_HEADER.pack(first, len(entries)) + b"".join(entries)
+            blob, ln = codec.entries_block(first, tails)
+            n = len(ln)
+            pending.append((first, blob, ln))
+            payload = EVENTS_HEADER.pack(first, n) + blob
             frames += (frame_header(FrameKind.EVENTS, payload), payload)
             start = addr + FRAME_SIZE + EVENTS_HEADER_SIZE
             ends = np.cumsum(ln)
             addrs.append(ends - ln + start)
             lens.append(ln)
             addr += FRAME_SIZE + len(payload)
-            head += len(entries)
+            head += n
             st._types.extend(first, req.types)
             st._tags.add(first, req.tags)
             results.append((req, head))
@@ -249,7 +250,8 @@ class Writer(threading.Thread):
                 req.future.set_result(res)
 
     def _idempotent(
-        self, req: AppendRequest, head: int, durable_head: int, pending: list[bytes]
+        self, req: AppendRequest, head: int, durable_head: int,
+        pending: list[tuple[int, bytes, np.ndarray]],
     ) -> int | None:
         """The last position of an earlier identical append, if this is its retry."""
         uuids = req.uuids
@@ -260,9 +262,18 @@ class Writer(threading.Thread):
             return None
         plist = pos.tolist()
         joined = b"".join(
-            pending[p - durable_head - 1] if p > durable_head else self.store._entry(p)
+            _staged_entry(pending, p) if p > durable_head else self.store._entry(p)
             for p in plist
         )
         if codec.uuids_of(joined) != uuids:
             return None
         return int(plist[-1])
+
+
+def _staged_entry(pending: list[tuple[int, bytes, np.ndarray]], p: int) -> bytes:
+    for first, blob, ln in pending:
+        if first <= p < first + len(ln):
+            i = p - first
+            start = int(ln[:i].sum())
+            return blob[start : start + int(ln[i])]
+    raise AssertionError(f"position {p} is not staged")
