@@ -37,6 +37,7 @@ import argparse
 import bisect
 import contextlib
 import dbm.dumb
+import faulthandler
 import fnmatch
 import functools
 import gc
@@ -1111,14 +1112,29 @@ def close_timed(a: Adapter) -> float:
     return time.perf_counter() - t0
 
 
+def _hung(impl: Impl, seconds: float) -> None:
+    """Watchdog: a store that hangs cannot be recovered in-process (threads cannot be killed).
+    Dump every thread's stack, say which store hung, and exit 3; results so far are saved."""
+    sys.stderr.write(f"\nbench/kv.py: {impl.name} made no progress for {seconds:.0f} s "
+                     "(--store-timeout); stacks follow, exiting 3\n")
+    faulthandler.dump_traceback(all_threads=True)
+    sys.stderr.flush()
+    os._exit(3)
+
+
 def run_guarded(run: Run, impl: Impl, fn: Callable[[Path], dict]) -> dict:
     """Fresh directory per run, deleted afterwards; a crash of one store is a result."""
     with bench_dir(run.data_parent, impl.name.replace(".", "_")) as d:
+        timer = threading.Timer(run.args.store_timeout, _hung, (impl, run.args.store_timeout))
+        timer.daemon = True
+        timer.start()
         try:
             return fn(d / "db")
         except Exception as exc:  # noqa: BLE001 - errors are results
             run.log(f"  {impl.name}: FAILED {exc!r}")
             return {"failed": repr(exc)}
+        finally:
+            timer.cancel()
 
 
 def cell_ingest(run: Run) -> dict:
@@ -1479,6 +1495,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", default=str(REPO / "docs" / "benchmarks" / "kv"),
                    help="results root; the run goes to <out>/<run-id>/")
     p.add_argument("--run-id", default=None, help="default: UTC timestamp")
+    p.add_argument("--store-timeout", type=float, default=900.0,
+                   help="watchdog per store per repetition: dump stacks and exit 3 if one "
+                        "store run takes longer (900 s)")
+    p.add_argument("--allow-tmpfs", action="store_true",
+                   help="smoke tests only: run even if --dir is on tmpfs (recorded in the "
+                        "manifest; such numbers are never reported)")
     p.add_argument("--list", action="store_true", help="list impls, workloads and cells")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
@@ -1511,8 +1533,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     run = Run(args)
     run.data_parent.mkdir(parents=True, exist_ok=True)
-    check_real_disk(run.data_parent)
+    if not args.allow_tmpfs:
+        check_real_disk(run.data_parent)
     env = environment(run.data_parent, PEER_PACKAGES)
+    env["allow_tmpfs"] = args.allow_tmpfs
     env["sqlite_version"] = sqlite3.sqlite_version
     with contextlib.suppress(Exception):
         import plyvel  # noqa: PLC0415
