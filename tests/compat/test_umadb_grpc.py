@@ -338,3 +338,19 @@ def test_legacy_service_paths(channel: grpc.Channel) -> None:
 def test_limit_zero_sends_no_messages(channel: grpc.Channel) -> None:
     call = channel.unary_stream("/umadb.v1.DCB/Read")
     assert list(call(pb.ReadRequest(limit=0).SerializeToString(), timeout=30)) == []
+
+
+@pytest.mark.slow
+def test_subscription_idle_over_30_seconds_still_delivers(client: umadb.Client) -> None:
+    """The client pings every 5 s; grpcio's defaults would GOAWAY it after ~20 s idle."""
+    sub = client.subscribe()
+    got: list[int] = []
+    t = threading.Thread(target=lambda: got.append(next(sub).position))
+    t.start()
+    idle = threading.Event()
+    assert not idle.wait(32)  # the idle period under test, not a synchronisation
+    assert got == []
+    assert client.append([E()]) == 1
+    t.join(30)
+    assert got == [1]
+    sub.cancel()
