@@ -19,6 +19,8 @@ What is here:
 - ``write_json(path, obj)``: stable, human-diffable JSON.
 """
 
+# Benchmark helpers, not library code: os.path is kept for speed in walks.
+# ruff: noqa: INP001, CPY001, TC003, S603, S607, ICN001, PTH105, PTH108, PTH114, PTH118, PTH119, PTH123
 from __future__ import annotations
 
 import contextlib
@@ -115,9 +117,7 @@ def latency_summary(latencies_ns: Iterable[int]) -> dict[str, Any]:
         out["percentiles"] = None
         out["percentiles_suppressed"] = f"N={n} < {MIN_N_FOR_PERCENTILES}"
     else:
-        out["percentiles"] = {
-            _pname(q): percentile_sorted(values, q) / 1000.0 for q in PERCENTILES
-        }
+        out["percentiles"] = {_pname(q): percentile_sorted(values, q) / 1000.0 for q in PERCENTILES}
     return out
 
 
@@ -276,8 +276,11 @@ def _disk_kind(device: str) -> str:
     for cand in (name, name.rstrip("0123456789"), name.split("p")[0] if "nvme" in name else name):
         rot = _read(f"/sys/block/{cand}/queue/rotational").strip()
         if rot:
-            return ("rotational=1 (hdd, or a virtual disk that reports 1)" if rot == "1"
-                    else "rotational=0 (ssd/nvme, or virtual)")
+            return (
+                "rotational=1 (hdd, or a virtual disk that reports 1)"
+                if rot == "1"
+                else "rotational=0 (ssd/nvme, or virtual)"
+            )
     return "unknown"
 
 
@@ -291,8 +294,11 @@ def git_commit(repo: Path = REPO) -> dict[str, Any]:
             return ""
 
     status = run("status", "--porcelain", "--untracked-files=no")
-    return {"commit": run("rev-parse", "HEAD"), "subject": run("log", "-1", "--format=%s"),
-            "dirty": bool(status)}
+    return {
+        "commit": run("rev-parse", "HEAD"),
+        "subject": run("log", "-1", "--format=%s"),
+        "dirty": bool(status),
+    }
 
 
 def package_versions(names: Iterable[str]) -> dict[str, str | None]:

@@ -31,10 +31,12 @@ Results: ``<--out>/<run-id>/<cell>.json`` (raw, per rep, with the exact command)
 regenerates the plots and a markdown table from those files only.
 """
 
+# Benchmark script, not library code: prints progress, long signatures of registered
+# builders, and runtime imports of optional peers are deliberate.
+# ruff: noqa: T201, PLR0913, PLR0917, CPY001, EXE001, TC003, ARG001, C901, SIM115
 from __future__ import annotations
 
 import argparse
-import bisect
 import contextlib
 import dbm.dumb
 import faulthandler
@@ -56,7 +58,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (  # noqa: E402
+from _common import (
     MASK64,
     REPO,
     SplitMix64,
@@ -565,84 +567,211 @@ for _name, _dur, _reg, _note in (
     ("tuffdb-none", "none", "DEFAULT", "non-default, weaker: on disk at spill/sync()/close()"),
     ("tuffdb-always", "always", "FULL", "put returns after its record is fsynced (group commit)"),
 ):
-    register(Impl(
-        name=_name, family="tuffdb", regime=_reg, settings=f'durability="{_dur}"',
-        opener=_tuff(_dur), requires="tuffdb.KVStore", cache_knob="KVStore.open(cache_bytes=...)",
-        compaction="KVStore.compact()", ordered=True, durable=_dur == "always", note=_note,
-    ))
-register(Impl(
-    "rocksdict", "rocksdict", "DEFAULT", "Options(raw_mode=True), WriteOptions.sync=False (WAL on)",
-    lambda p, c: RocksdictAdapter(p, False, c), "rocksdict",
-    "BlockBasedOptions.set_block_cache(Cache(cache_bytes))", "Rdict.compact_range(None, None)",
-    ordered=True, durable=False, note="survives a process crash, not OS/power loss",
-))
-register(Impl(
-    "rocksdict-sync", "rocksdict", "FULL", "Options(raw_mode=True), WriteOptions.sync=True",
-    lambda p, c: RocksdictAdapter(p, True, c), "rocksdict",
-    "BlockBasedOptions.set_block_cache(Cache(cache_bytes))", "Rdict.compact_range(None, None)",
-    ordered=True, durable=True,
-))
-register(Impl(
-    "plyvel", "plyvel", "DEFAULT", "DB(create_if_missing=True), put(sync=False)",
-    lambda p, c: PlyvelAdapter(p, False, c), "plyvel", "DB(lru_cache_size=cache_bytes)",
-    "DB.compact_range()", ordered=True, durable=False,
-    note="survives a process crash, not OS/power loss",
-))
-register(Impl(
-    "plyvel-sync", "plyvel", "FULL", "DB(create_if_missing=True), put(sync=True)",
-    lambda p, c: PlyvelAdapter(p, True, c), "plyvel", "DB(lru_cache_size=cache_bytes)",
-    "DB.compact_range()", ordered=True, durable=True,
-))
-register(Impl(
-    "lmdb", "lmdb", "DEFAULT",
-    f"open(map_size={LmdbAdapter.MAP_SIZE >> 30} GiB), sync=True, metasync=True (shipped; "
-    "durable); one write txn per put",
-    lambda p, c: LmdbAdapter(p, True, c), "lmdb", None, None, ordered=True, durable=True,
-    note="shipped default is already per-commit durable",
-))
-register(Impl(
-    "lmdb-durable", "lmdb", "FULL",
-    f"open(map_size={LmdbAdapter.MAP_SIZE >> 30} GiB), sync=True, metasync=True; one write txn "
-    "per put (same configuration as the DEFAULT row)",
-    lambda p, c: LmdbAdapter(p, True, c), "lmdb", None, None, ordered=True, durable=True,
-))
-register(Impl(
-    "sqlite", "sqlite3", "DEFAULT", "journal_mode=DELETE, synchronous=FULL (shipped); commit per put",
-    lambda p, c: SqliteAdapter(p, None, None, c), None, "PRAGMA cache_size=-KiB", "VACUUM",
-    ordered=True, durable=True, note="shipped default is already per-commit durable",
-))
-register(Impl(
-    "sqlite-wal", "sqlite3", "DEFAULT", "journal_mode=WAL, synchronous=NORMAL; commit per put",
-    lambda p, c: SqliteAdapter(p, "WAL", "NORMAL", c), None, "PRAGMA cache_size=-KiB", "VACUUM",
-    ordered=True, durable=False, note="common tuning; may roll back recent commits on power loss",
-))
-register(Impl(
-    "sqlite-full", "sqlite3", "FULL", "journal_mode=DELETE, synchronous=FULL; commit per put",
-    lambda p, c: SqliteAdapter(p, None, "FULL", c), None, "PRAGMA cache_size=-KiB", "VACUUM",
-    ordered=True, durable=True,
-))
-register(Impl(
-    "sqlite-wal-full", "sqlite3", "FULL", "journal_mode=WAL, synchronous=FULL; commit per put",
-    lambda p, c: SqliteAdapter(p, "WAL", "FULL", c), None, "PRAGMA cache_size=-KiB", "VACUUM",
-    ordered=True, durable=True,
-))
-register(Impl(
-    "diskcache", "diskcache", "DEFAULT",
-    "Cache(dir) defaults: WAL, sqlite_synchronous=1, size_limit 1 GiB (eviction)",
-    lambda p, c: DiskcacheAdapter(p, None, c), "diskcache", "sqlite_cache_size=cache_bytes/4096",
-    None, ordered=False, durable=False,
-))
-register(Impl(
-    "diskcache-full", "diskcache", "FULL",
-    "Cache(dir, sqlite_synchronous=2): WAL + FULL; values < 32 KiB live in SQLite",
-    lambda p, c: DiskcacheAdapter(p, 2, c), "diskcache", "sqlite_cache_size=cache_bytes/4096",
-    None, ordered=False, durable=True,
-))
-register(Impl(
-    "dbm.dumb", "dbm.dumb", "DEFAULT", "dbm.dumb.open(path, 'c'), one lock around it",
-    DbmDumbAdapter, None, None, None, ordered=False, durable=False,
-    note="no fsync anywhere; no per-write durable mode, so no FULL row",
-))
+    register(
+        Impl(
+            name=_name,
+            family="tuffdb",
+            regime=_reg,
+            settings=f'durability="{_dur}"',
+            opener=_tuff(_dur),
+            requires="tuffdb.KVStore",
+            cache_knob="KVStore.open(cache_bytes=...)",
+            compaction="KVStore.compact()",
+            ordered=True,
+            durable=_dur == "always",
+            note=_note,
+        )
+    )
+register(
+    Impl(
+        "rocksdict",
+        "rocksdict",
+        "DEFAULT",
+        "Options(raw_mode=True), WriteOptions.sync=False (WAL on)",
+        lambda p, c: RocksdictAdapter(p, False, c),
+        "rocksdict",
+        "BlockBasedOptions.set_block_cache(Cache(cache_bytes))",
+        "Rdict.compact_range(None, None)",
+        ordered=True,
+        durable=False,
+        note="survives a process crash, not OS/power loss",
+    )
+)
+register(
+    Impl(
+        "rocksdict-sync",
+        "rocksdict",
+        "FULL",
+        "Options(raw_mode=True), WriteOptions.sync=True",
+        lambda p, c: RocksdictAdapter(p, True, c),
+        "rocksdict",
+        "BlockBasedOptions.set_block_cache(Cache(cache_bytes))",
+        "Rdict.compact_range(None, None)",
+        ordered=True,
+        durable=True,
+    )
+)
+register(
+    Impl(
+        "plyvel",
+        "plyvel",
+        "DEFAULT",
+        "DB(create_if_missing=True), put(sync=False)",
+        lambda p, c: PlyvelAdapter(p, False, c),
+        "plyvel",
+        "DB(lru_cache_size=cache_bytes)",
+        "DB.compact_range()",
+        ordered=True,
+        durable=False,
+        note="survives a process crash, not OS/power loss",
+    )
+)
+register(
+    Impl(
+        "plyvel-sync",
+        "plyvel",
+        "FULL",
+        "DB(create_if_missing=True), put(sync=True)",
+        lambda p, c: PlyvelAdapter(p, True, c),
+        "plyvel",
+        "DB(lru_cache_size=cache_bytes)",
+        "DB.compact_range()",
+        ordered=True,
+        durable=True,
+    )
+)
+register(
+    Impl(
+        "lmdb",
+        "lmdb",
+        "DEFAULT",
+        f"open(map_size={LmdbAdapter.MAP_SIZE >> 30} GiB), sync=True, metasync=True (shipped; "
+        "durable); one write txn per put",
+        lambda p, c: LmdbAdapter(p, True, c),
+        "lmdb",
+        None,
+        None,
+        ordered=True,
+        durable=True,
+        note="shipped default is already per-commit durable",
+    )
+)
+register(
+    Impl(
+        "lmdb-durable",
+        "lmdb",
+        "FULL",
+        f"open(map_size={LmdbAdapter.MAP_SIZE >> 30} GiB), sync=True, metasync=True; one write txn "
+        "per put (same configuration as the DEFAULT row)",
+        lambda p, c: LmdbAdapter(p, True, c),
+        "lmdb",
+        None,
+        None,
+        ordered=True,
+        durable=True,
+    )
+)
+register(
+    Impl(
+        "sqlite",
+        "sqlite3",
+        "DEFAULT",
+        "journal_mode=DELETE, synchronous=FULL (shipped); commit per put",
+        lambda p, c: SqliteAdapter(p, None, None, c),
+        None,
+        "PRAGMA cache_size=-KiB",
+        "VACUUM",
+        ordered=True,
+        durable=True,
+        note="shipped default is already per-commit durable",
+    )
+)
+register(
+    Impl(
+        "sqlite-wal",
+        "sqlite3",
+        "DEFAULT",
+        "journal_mode=WAL, synchronous=NORMAL; commit per put",
+        lambda p, c: SqliteAdapter(p, "WAL", "NORMAL", c),
+        None,
+        "PRAGMA cache_size=-KiB",
+        "VACUUM",
+        ordered=True,
+        durable=False,
+        note="common tuning; may roll back recent commits on power loss",
+    )
+)
+register(
+    Impl(
+        "sqlite-full",
+        "sqlite3",
+        "FULL",
+        "journal_mode=DELETE, synchronous=FULL; commit per put",
+        lambda p, c: SqliteAdapter(p, None, "FULL", c),
+        None,
+        "PRAGMA cache_size=-KiB",
+        "VACUUM",
+        ordered=True,
+        durable=True,
+    )
+)
+register(
+    Impl(
+        "sqlite-wal-full",
+        "sqlite3",
+        "FULL",
+        "journal_mode=WAL, synchronous=FULL; commit per put",
+        lambda p, c: SqliteAdapter(p, "WAL", "FULL", c),
+        None,
+        "PRAGMA cache_size=-KiB",
+        "VACUUM",
+        ordered=True,
+        durable=True,
+    )
+)
+register(
+    Impl(
+        "diskcache",
+        "diskcache",
+        "DEFAULT",
+        "Cache(dir) defaults: WAL, sqlite_synchronous=1, size_limit 1 GiB (eviction)",
+        lambda p, c: DiskcacheAdapter(p, None, c),
+        "diskcache",
+        "sqlite_cache_size=cache_bytes/4096",
+        None,
+        ordered=False,
+        durable=False,
+    )
+)
+register(
+    Impl(
+        "diskcache-full",
+        "diskcache",
+        "FULL",
+        "Cache(dir, sqlite_synchronous=2): WAL + FULL; values < 32 KiB live in SQLite",
+        lambda p, c: DiskcacheAdapter(p, 2, c),
+        "diskcache",
+        "sqlite_cache_size=cache_bytes/4096",
+        None,
+        ordered=False,
+        durable=True,
+    )
+)
+register(
+    Impl(
+        "dbm.dumb",
+        "dbm.dumb",
+        "DEFAULT",
+        "dbm.dumb.open(path, 'c'), one lock around it",
+        DbmDumbAdapter,
+        None,
+        None,
+        None,
+        ordered=False,
+        durable=False,
+        note="no fsync anywhere; no per-write durable mode, so no FULL row",
+    )
+)
 
 OMITTED_ALWAYS = {
     "dbm.dumb (FULL)": "dbm.dumb has no fsync/per-write durable mode",
@@ -682,8 +811,13 @@ class Phase:
 
 
 def _worker_loop(
-    a: Adapter, ops: Iterable[tuple[int, bytes, Any]], quota: int, duration_ns: int,
-    barrier: threading.Barrier, out: list, idx: int,
+    a: Adapter,
+    ops: Iterable[tuple[int, bytes, Any]],
+    quota: int,
+    duration_ns: int,
+    barrier: threading.Barrier,
+    out: list,
+    idx: int,
 ) -> None:
     put, get, delete, scan = a.put, a.get, a.delete, a.scan
     pc = time.perf_counter_ns
@@ -730,8 +864,11 @@ def _worker_loop(
 
 
 def measure(
-    a: Adapter, sources: list[Iterable[tuple[int, bytes, Any]]], *,
-    quota: int | None = None, duration_s: float | None = None,
+    a: Adapter,
+    sources: list[Iterable[tuple[int, bytes, Any]]],
+    *,
+    quota: int | None = None,
+    duration_s: float | None = None,
 ) -> Phase:
     """Closed loop: one thread per source; ``quota`` ops per thread and/or a fixed window.
 
@@ -768,8 +905,13 @@ def measure(
         counts = [x + y for x, y in zip(counts, r[5], strict=True)]
         stops.add(r[6])
     return Phase(
-        ops=n, elapsed_s=elapsed, errors=errors, first_error=first, get_misses=misses,
-        stopped_by="time" if "time" in stops else "ops", latencies_ns=lat,
+        ops=n,
+        elapsed_s=elapsed,
+        errors=errors,
+        first_error=first,
+        get_misses=misses,
+        stopped_by="time" if "time" in stops else "ops",
+        latencies_ns=lat,
         per_op={OP_NAMES[i]: c for i, c in enumerate(counts) if c},
     )
 
@@ -815,8 +957,14 @@ def load(a: Adapter, n: int, kind: str, seed: int, order: list[int] | None = Non
     t1 = time.perf_counter()
     a.flush()
     t2 = time.perf_counter()
-    return {"keys": n, "batch": LOAD_BATCH, "value_kind": kind, "put_s": round(t1 - t0, 6),
-            "flush_s": round(t2 - t1, 6), "ingest_rate": n / (t2 - t0) if t2 > t0 else None}
+    return {
+        "keys": n,
+        "batch": LOAD_BATCH,
+        "value_kind": kind,
+        "put_s": round(t1 - t0, 6),
+        "flush_s": round(t2 - t1, 6),
+        "ingest_rate": n / (t2 - t0) if t2 > t0 else None,
+    }
 
 
 def verify_sample(a: Adapter, n: int, sample: int = 1000) -> dict[str, int]:
@@ -878,7 +1026,9 @@ class Workload:
 WORKLOADS: dict[str, Workload] = {}
 
 
-def workload(name: str, mix: str, *, loads: bool = True, ordered_only: bool = False):
+def workload(
+    name: str, mix: str, *, loads: bool = True, ordered_only: bool = False
+) -> Callable[[Callable[..., list]], Callable[..., list]]:
     def deco(fn: Callable[..., list]) -> Callable[..., list]:
         WORKLOADS[name] = Workload(name, mix, loads, ordered_only, fn)
         return fn
@@ -893,7 +1043,7 @@ def _chooser(dist: str, n: int, rng: SplitMix64) -> Callable[[], int]:
     return lambda: fnv64(z.next(uniform01(rng))) % n
 
 
-def _mixed(reads: float, other: int, dist: str):
+def _mixed(reads: float, other: int, dist: str) -> Callable[..., list]:
     def build(n: int, ops: int, threads: int, w: int, kind: str, seed: int) -> list:
         rng = SplitMix64(client_seed(seed, w))
         pick = _chooser(dist, n, rng)
@@ -914,8 +1064,10 @@ def _mixed(reads: float, other: int, dist: str):
 def _fillseq(n: int, ops: int, threads: int, w: int, kind: str, seed: int) -> list:
     del n
     keys = [key_of(w * ops + i) for i in range(ops)]
-    return [(PUT, k, v) for k, v in zip(keys, ValueMaker(kind, client_seed(seed, w)).many(keys),
-                                         strict=True)]
+    return [
+        (PUT, k, v)
+        for k, v in zip(keys, ValueMaker(kind, client_seed(seed, w)).many(keys), strict=True)
+    ]
 
 
 @workload("fillrandom", "insert after load: key = rand % keyspace (kvbench; mostly overwrites)")
@@ -960,7 +1112,7 @@ def _yc(n: int, ops: int, threads: int, w: int, kind: str, seed: int) -> list:
     return _mixed(1.0, PUT, "zipf")(n, ops, threads, w, kind, seed)
 
 
-def _latest_build(scan: bool):
+def _latest_build(scan: bool) -> Callable[..., list]:
     def build(n: int, ops: int, threads: int, w: int, kind: str, seed: int) -> list:
         # Inserts continue the sequence from n; thread w owns indices n + w, n + w + threads, ...
         # Reads skew to the latest key this thread knows about (YCSB SkewedLatest).
@@ -985,10 +1137,12 @@ def _latest_build(scan: bool):
     return build
 
 
-WORKLOADS["ycsb-d"] = Workload("ycsb-d", "95 read / 5 insert, latest", True, False,
-                               _latest_build(scan=False))
-WORKLOADS["ycsb-e"] = Workload("ycsb-e", "95 scan (1-100) / 5 insert, latest", True, True,
-                               _latest_build(scan=True))
+WORKLOADS["ycsb-d"] = Workload(
+    "ycsb-d", "95 read / 5 insert, latest", True, False, _latest_build(scan=False)
+)
+WORKLOADS["ycsb-e"] = Workload(
+    "ycsb-e", "95 scan (1-100) / 5 insert, latest", True, True, _latest_build(scan=True)
+)
 
 
 @workload("ycsb-f", "50 read / 50 read-modify-write, zipfian")
@@ -1038,13 +1192,18 @@ class Run:
             "params": params,
             "impls": {
                 i.name: {
-                    "family": i.family, "regime": i.regime, "settings": i.settings,
-                    "ordered": i.ordered, "durable": i.durable, "cache_knob": i.cache_knob,
-                    "compaction": i.compaction, "note": i.note,
+                    "family": i.family,
+                    "regime": i.regime,
+                    "settings": i.settings,
+                    "ordered": i.ordered,
+                    "durable": i.durable,
+                    "cache_knob": i.cache_knob,
+                    "compaction": i.compaction,
+                    "note": i.note,
                 }
                 for i in impls
             },
-            "omitted": {**omitted, **{k: v for k, v in OMITTED_ALWAYS.items()}},
+            "omitted": {**omitted, **OMITTED_ALWAYS},
             "groups": [],
         }
 
@@ -1058,10 +1217,19 @@ class Run:
             print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def new_group(gid: str, title: str, regime: str, metric: str, unit: str, better: str,
-              params: dict) -> dict:
-    return {"id": gid, "title": title, "regime": regime, "metric": metric, "unit": unit,
-            "better": better, "params": params, "rows": {}}
+def new_group(
+    gid: str, title: str, regime: str, metric: str, unit: str, better: str, params: dict
+) -> dict:
+    return {
+        "id": gid,
+        "title": title,
+        "regime": regime,
+        "metric": metric,
+        "unit": unit,
+        "better": better,
+        "params": params,
+        "rows": {},
+    }
 
 
 def add_rep(group: dict, impl: Impl, rep: dict) -> None:
@@ -1115,8 +1283,10 @@ def close_timed(a: Adapter) -> float:
 def _hung(impl: Impl, seconds: float) -> None:
     """Watchdog: a store that hangs cannot be recovered in-process (threads cannot be killed).
     Dump every thread's stack, say which store hung, and exit 3; results so far are saved."""
-    sys.stderr.write(f"\nbench/kv.py: {impl.name} made no progress for {seconds:.0f} s "
-                     "(--store-timeout); stacks follow, exiting 3\n")
+    sys.stderr.write(
+        f"\nbench/kv.py: {impl.name} made no progress for {seconds:.0f} s "
+        "(--store-timeout); stacks follow, exiting 3\n"
+    )
     faulthandler.dump_traceback(all_threads=True)
     sys.stderr.flush()
     os._exit(3)
@@ -1141,25 +1311,46 @@ def cell_ingest(run: Run) -> dict:
     a = run.args
     n = a.keys or 300_000
     impls, omitted = run.impls_for({"DEFAULT"})
-    params = {"keys": n, "threads": a.threads or [8, 1], "value_kind": a.values[0],
-              "max_seconds": a.max_seconds, "durability_regime": "DEFAULT", "seed": a.seed,
-              "what": "fresh store; n fresh random keys (seeded permutation) split over threads; "
-                      "throughput = ops / measured wall time; then close() and Space"}
+    params = {
+        "keys": n,
+        "threads": a.threads or [8, 1],
+        "value_kind": a.values[0],
+        "max_seconds": a.max_seconds,
+        "durability_regime": "DEFAULT",
+        "seed": a.seed,
+        "what": "fresh store; n fresh random keys (seeded permutation) split over threads; "
+        "throughput = ops / measured wall time; then close() and Space",
+    }
     doc = run.cell_doc("ingest", params, impls, omitted)
     for threads in params["threads"]:
-        g = new_group(f"ingest-t{threads}", f"ingest: {n:,} fresh random keys x 1 KiB "
-                      f"({params['value_kind']}), {threads} thread(s)", "DEFAULT", "throughput",
-                      "ops/s", "higher", {"threads": threads, "keys": n, "window": "ops"})
+        g = new_group(
+            f"ingest-t{threads}",
+            f"ingest: {n:,} fresh random keys x 1 KiB "
+            f"({params['value_kind']}), {threads} thread(s)",
+            "DEFAULT",
+            "throughput",
+            "ops/s",
+            "higher",
+            {"threads": threads, "keys": n, "window": "ops"},
+        )
         doc["groups"].append(g)
         for rep in range(a.reps):
             seed = rep_seed(a.seed, rep)
             for impl in impls:
                 sources = fresh_put_sources(n, threads, params["value_kind"], seed)
 
-                def body(p: Path, impl: Impl = impl, sources: list = sources) -> dict:
+                def body(
+                    p: Path,
+                    impl: Impl = impl,
+                    sources: list = sources,
+                    rep: int = rep,
+                    seed: int = seed,
+                    threads: int = threads,
+                ) -> dict:
                     ad, open_s = open_impl(impl, p, None)
-                    ph = measure(ad, sources, quota=math.ceil(n / threads),
-                                 duration_s=a.max_seconds)
+                    ph = measure(
+                        ad, sources, quota=math.ceil(n / threads), duration_s=a.max_seconds
+                    )
                     rec = phase_record(ph, threads)
                     rss = rss_bytes()
                     stats = ad.stats()
@@ -1168,16 +1359,27 @@ def cell_ingest(run: Run) -> dict:
                     flush_s = time.perf_counter() - t0
                     close_s = close_timed(ad)
                     size = apparent_size(p)
-                    return {"rep": rep, "seed": seed, "open_s": open_s, "phase": rec,
-                            "throughput": ph.throughput, "flush_s": flush_s, "close_s": close_s,
-                            "space_after_close": size / (ph.ops * RECORD_BYTES) if ph.ops else None,
-                            "bytes_on_disk": size, "rss_after_phase": rss, "store_stats": stats}
+                    return {
+                        "rep": rep,
+                        "seed": seed,
+                        "open_s": open_s,
+                        "phase": rec,
+                        "throughput": ph.throughput,
+                        "flush_s": flush_s,
+                        "close_s": close_s,
+                        "space_after_close": size / (ph.ops * RECORD_BYTES) if ph.ops else None,
+                        "bytes_on_disk": size,
+                        "rss_after_phase": rss,
+                        "store_stats": stats,
+                    }
 
                 r = run_guarded(run, impl, body)
                 add_rep(g, impl, r)
-                run.log(f"ingest t{threads} rep{rep} {impl.name}: "
-                        f"{fmt_rate(r.get('throughput'))} ops/s"
-                        + (" (TIME CAP)" if r.get("phase", {}).get("stopped_by") == "time" else ""))
+                run.log(
+                    f"ingest t{threads} rep{rep} {impl.name}: "
+                    f"{fmt_rate(r.get('throughput'))} ops/s"
+                    + (" (TIME CAP)" if r.get("phase", {}).get("stopped_by") == "time" else "")
+                )
                 run.save(doc)
         finish_group(g)
     return doc
@@ -1187,36 +1389,71 @@ def cell_durable(run: Run) -> dict:
     a = run.args
     impls, omitted = run.impls_for({"FULL"})
     threads_list = a.threads or [8]
-    params = {"threads": threads_list, "duration_s": a.duration, "ops_cap": a.ops or 100_000,
-              "value_kind": a.values[0], "durability_regime": "FULL", "seed": a.seed,
-              "what": "fresh store; fresh random keys; every put acknowledged only after fsync; "
-                      "window = duration_s or ops_cap, whichever comes first"}
+    params = {
+        "threads": threads_list,
+        "duration_s": a.duration,
+        "ops_cap": a.ops or 100_000,
+        "value_kind": a.values[0],
+        "durability_regime": "FULL",
+        "seed": a.seed,
+        "what": "fresh store; fresh random keys; every put acknowledged only after fsync; "
+        "window = duration_s or ops_cap, whichever comes first",
+    }
     doc = run.cell_doc("durable", params, impls, omitted)
     for threads in threads_list:
-        g = new_group(f"durable-t{threads}", f"durable puts (FULL: fsync before ack), "
-                      f"{threads} thread(s)", "FULL", "throughput", "ops/s", "higher",
-                      {"threads": threads, "window": "time or ops cap"})
+        g = new_group(
+            f"durable-t{threads}",
+            f"durable puts (FULL: fsync before ack), {threads} thread(s)",
+            "FULL",
+            "throughput",
+            "ops/s",
+            "higher",
+            {"threads": threads, "window": "time or ops cap"},
+        )
         doc["groups"].append(g)
         for rep in range(a.reps):
             seed = rep_seed(a.seed, rep)
             for impl in impls:
-                def body(p: Path, impl: Impl = impl, seed: int = seed,
-                         threads: int = threads) -> dict:
+
+                def body(
+                    p: Path,
+                    impl: Impl = impl,
+                    seed: int = seed,
+                    rep: int = rep,
+                    threads: int = threads,
+                ) -> dict:
                     ad, open_s = open_impl(impl, p, None)
-                    sources = [fresh_put_stream(w + seed * 7919, threads, params["value_kind"],
-                                                client_seed(seed, w)) for w in range(threads)]
-                    ph = measure(ad, sources, quota=math.ceil(params["ops_cap"] / threads),
-                                 duration_s=a.duration)
+                    sources = [
+                        fresh_put_stream(
+                            w + seed * 7919, threads, params["value_kind"], client_seed(seed, w)
+                        )
+                        for w in range(threads)
+                    ]
+                    ph = measure(
+                        ad,
+                        sources,
+                        quota=math.ceil(params["ops_cap"] / threads),
+                        duration_s=a.duration,
+                    )
                     rec = phase_record(ph, threads)
                     stats = ad.stats()
                     close_s = close_timed(ad)
-                    return {"rep": rep, "seed": seed, "open_s": open_s, "phase": rec,
-                            "throughput": ph.throughput, "close_s": close_s, "store_stats": stats}
+                    return {
+                        "rep": rep,
+                        "seed": seed,
+                        "open_s": open_s,
+                        "phase": rec,
+                        "throughput": ph.throughput,
+                        "close_s": close_s,
+                        "store_stats": stats,
+                    }
 
                 r = run_guarded(run, impl, body)
                 add_rep(g, impl, r)
-                run.log(f"durable t{threads} rep{rep} {impl.name}: "
-                        f"{fmt_rate(r.get('throughput'))} ops/s")
+                run.log(
+                    f"durable t{threads} rep{rep} {impl.name}: "
+                    f"{fmt_rate(r.get('throughput'))} ops/s"
+                )
                 run.save(doc)
         finish_group(g)
     return doc
@@ -1226,32 +1463,52 @@ def cell_readrandom(run: Run) -> dict:
     a = run.args
     n = a.keys or 300_000
     working = n * RECORD_BYTES
-    budgets = {"in-cache": max(8 << 20, int(working * 1.25)),
-               "out-of-cache": max(1 << 20, working // 8)}
+    budgets = {
+        "in-cache": max(8 << 20, int(working * 1.25)),
+        "out-of-cache": max(1 << 20, working // 8),
+    }
     impls, omitted = run.impls_for({"DEFAULT"})
     threads_list = a.threads or [1]
-    params = {"keys": n, "working_bytes": working, "cache_budgets": budgets,
-              "threads": threads_list, "duration_s": a.duration, "value_kind": a.values[0],
-              "durability_regime": "DEFAULT", "seed": a.seed,
-              "what": "load n sequential keys (1 thread, batches of 1,000), flush, close; "
-                      "reopen with the cache budget; uniform random gets for a fixed window. "
-                      "The OS page cache is NOT dropped (24 GiB RAM): out-of-cache measures the "
-                      "engine's own cache + decode path, not device reads."}
+    params = {
+        "keys": n,
+        "working_bytes": working,
+        "cache_budgets": budgets,
+        "threads": threads_list,
+        "duration_s": a.duration,
+        "value_kind": a.values[0],
+        "durability_regime": "DEFAULT",
+        "seed": a.seed,
+        "what": "load n sequential keys (1 thread, batches of 1,000), flush, close; "
+        "reopen with the cache budget; uniform random gets for a fixed window. "
+        "The OS page cache is NOT dropped (24 GiB RAM): out-of-cache measures the "
+        "engine's own cache + decode path, not device reads.",
+    }
     doc = run.cell_doc("readrandom", params, impls, omitted)
     for threads in threads_list:
         for regime_name, budget in budgets.items():
-            g = new_group(f"readrandom-{regime_name}-t{threads}",
-                          f"readrandom after reopen: {n:,} keys, uniform, {threads} thread(s), "
-                          f"cache {regime_name} ({budget / 2**20:.1f} MiB)", "DEFAULT",
-                          "throughput", "ops/s", "higher",
-                          {"threads": threads, "cache_bytes": budget, "keys": n,
-                           "window": "time"})
+            g = new_group(
+                f"readrandom-{regime_name}-t{threads}",
+                f"readrandom after reopen: {n:,} keys, uniform, {threads} thread(s), "
+                f"cache {regime_name} ({budget / 2**20:.1f} MiB)",
+                "DEFAULT",
+                "throughput",
+                "ops/s",
+                "higher",
+                {"threads": threads, "cache_bytes": budget, "keys": n, "window": "time"},
+            )
             doc["groups"].append(g)
             for rep in range(a.reps):
                 seed = rep_seed(a.seed, rep)
                 for impl in impls:
-                    def body(p: Path, impl: Impl = impl, seed: int = seed, budget: int = budget,
-                             threads: int = threads) -> dict:
+
+                    def body(
+                        p: Path,
+                        impl: Impl = impl,
+                        seed: int = seed,
+                        budget: int = budget,
+                        rep: int = rep,
+                        threads: int = threads,
+                    ) -> dict:
                         ad, _ = open_impl(impl, p, budget)
                         ld = load(ad, n, params["value_kind"], seed)
                         close_timed(ad)
@@ -1263,16 +1520,26 @@ def cell_readrandom(run: Run) -> dict:
                         rss = rss_bytes()
                         ver = verify_sample(ad, n)
                         close_timed(ad)
-                        return {"rep": rep, "seed": seed, "load": ld, "reopen_s": reopen_s,
-                                "phase": rec, "throughput": ph.throughput, "verify": ver,
-                                "cache_bytes": budget if impl.cache_knob else None,
-                                "cache_setting": impl.cache_knob or "engine has no cache knob",
-                                "rss_after_phase": rss, "store_stats": stats}
+                        return {
+                            "rep": rep,
+                            "seed": seed,
+                            "load": ld,
+                            "reopen_s": reopen_s,
+                            "phase": rec,
+                            "throughput": ph.throughput,
+                            "verify": ver,
+                            "cache_bytes": budget if impl.cache_knob else None,
+                            "cache_setting": impl.cache_knob or "engine has no cache knob",
+                            "rss_after_phase": rss,
+                            "store_stats": stats,
+                        }
 
                     r = run_guarded(run, impl, body)
                     add_rep(g, impl, r)
-                    run.log(f"readrandom {regime_name} t{threads} rep{rep} {impl.name}: "
-                            f"{fmt_rate(r.get('throughput'))} gets/s")
+                    run.log(
+                        f"readrandom {regime_name} t{threads} rep{rep} {impl.name}: "
+                        f"{fmt_rate(r.get('throughput'))} gets/s"
+                    )
                     run.save(doc)
             finish_group(g)
     return doc
@@ -1284,27 +1551,42 @@ def cell_space(run: Run) -> dict:
     rounds = a.overwrite_rounds
     kinds = a.values if a.values_given else ["half", "template", "random"]
     impls, omitted = run.impls_for({"DEFAULT"})
-    params = {"keys": n, "overwrite_rounds": rounds, "value_kinds": kinds, "seed": a.seed,
-              "durability_regime": "DEFAULT",
-              "what": "Space = sum of apparent file sizes / (keys x 1,040). load (1 thread, "
-                      "batches of 1,000) -> close -> measure; reopen -> overwrite every key "
-                      "`rounds` times (batches of 1,000) -> close -> measure; reopen -> the "
-                      "engine's compaction (if any) -> close -> measure"}
+    params = {
+        "keys": n,
+        "overwrite_rounds": rounds,
+        "value_kinds": kinds,
+        "seed": a.seed,
+        "durability_regime": "DEFAULT",
+        "what": "Space = sum of apparent file sizes / (keys x 1,040). load (1 thread, "
+        "batches of 1,000) -> close -> measure; reopen -> overwrite every key "
+        "`rounds` times (batches of 1,000) -> close -> measure; reopen -> the "
+        "engine's compaction (if any) -> close -> measure",
+    }
     doc = run.cell_doc("space", params, impls, omitted)
     groups = {}
     for kind in kinds:
         for stage in ("after-load", "after-overwrite", "after-compact"):
-            g = new_group(f"space-{kind}-{stage}", f"Space {stage} ({kind} values, {n:,} keys"
-                          + (f", {rounds} overwrites" if stage != "after-load" else "") + ")",
-                          "DEFAULT", "space", "x raw (keys x 1,040 B)", "lower",
-                          {"value_kind": kind, "stage": stage, "keys": n})
+            g = new_group(
+                f"space-{kind}-{stage}",
+                f"Space {stage} ({kind} values, {n:,} keys"
+                + (f", {rounds} overwrites" if stage != "after-load" else "")
+                + ")",
+                "DEFAULT",
+                "space",
+                "x raw (keys x 1,040 B)",
+                "lower",
+                {"value_kind": kind, "stage": stage, "keys": n},
+            )
             groups[(kind, stage)] = g
             doc["groups"].append(g)
     for kind in kinds:
         for rep in range(a.reps):
             seed = rep_seed(a.seed, rep)
             for impl in impls:
-                def body(p: Path, impl: Impl = impl, seed: int = seed, kind: str = kind) -> dict:
+
+                def body(
+                    p: Path, impl: Impl = impl, seed: int = seed, kind: str = kind, rep: int = rep
+                ) -> dict:
                     raw = n * RECORD_BYTES
                     ad, _ = open_impl(impl, p, None)
                     ld = load(ad, n, kind, seed)
@@ -1328,24 +1610,41 @@ def cell_space(run: Run) -> dict:
                     ver = verify_sample(ad, n)
                     close_timed(ad)
                     s3, f3 = apparent_size(p), file_listing(p)
-                    return {"rep": rep, "seed": seed, "load": ld, "raw_bytes": raw,
-                            "bytes_after_load": s1, "bytes_after_overwrite": s2,
-                            "bytes_after_compact": s3, "space_after_load": s1 / raw,
-                            "space_after_overwrite": s2 / raw, "space_after_compact": s3 / raw,
-                            "overwrite_s": ow_s, "compaction": what, "compact_s": compact_s,
-                            "verify": ver, "files_after_load": f1, "files_after_compact": f3}
+                    return {
+                        "rep": rep,
+                        "seed": seed,
+                        "load": ld,
+                        "raw_bytes": raw,
+                        "bytes_after_load": s1,
+                        "bytes_after_overwrite": s2,
+                        "bytes_after_compact": s3,
+                        "space_after_load": s1 / raw,
+                        "space_after_overwrite": s2 / raw,
+                        "space_after_compact": s3 / raw,
+                        "overwrite_s": ow_s,
+                        "compaction": what,
+                        "compact_s": compact_s,
+                        "verify": ver,
+                        "files_after_load": f1,
+                        "files_after_compact": f3,
+                    }
 
                 r = run_guarded(run, impl, body)
                 for stage in ("after-load", "after-overwrite", "after-compact"):
                     # the full record once (after-load); slim copies for the other stages
-                    rr = dict(r) if stage == "after-load" else {
-                        k: v for k, v in r.items() if not k.startswith(("files_", "load"))}
+                    rr = (
+                        dict(r)
+                        if stage == "after-load"
+                        else {k: v for k, v in r.items() if not k.startswith(("files_", "load"))}
+                    )
                     rr["space"] = r.get("space_" + stage.replace("-", "_"))
                     add_rep(groups[(kind, stage)], impl, rr)
-                run.log(f"space {kind} rep{rep} {impl.name}: load "
-                        f"{r.get('space_after_load', float('nan')):.3f}x, overwritten "
-                        f"{r.get('space_after_overwrite', float('nan')):.3f}x, compacted "
-                        f"{r.get('space_after_compact', float('nan')):.3f}x")
+                run.log(
+                    f"space {kind} rep{rep} {impl.name}: load "
+                    f"{r.get('space_after_load', float('nan')):.3f}x, overwritten "
+                    f"{r.get('space_after_overwrite', float('nan')):.3f}x, compacted "
+                    f"{r.get('space_after_compact', float('nan')):.3f}x"
+                )
                 run.save(doc)
     for g in groups.values():
         finish_group(g)
@@ -1357,17 +1656,30 @@ def cell_reopen(run: Run) -> dict:
     n = a.keys or 1_000_000
     impls, omitted = run.impls_for({"DEFAULT"}, only_tuffdb=True)
     impls = [i for i in impls if i.name == "tuffdb" or run.selected is not None]
-    params = {"keys": n, "value_kind": a.values[0], "reopens_per_rep": 3, "seed": a.seed,
-              "what": "load n sequential keys (batches of 1,000), close; then 3 x (open + first "
-                      "get of key 0 + close); reopen_s = the first; page cache warm"}
+    params = {
+        "keys": n,
+        "value_kind": a.values[0],
+        "reopens_per_rep": 3,
+        "seed": a.seed,
+        "what": "load n sequential keys (batches of 1,000), close; then 3 x (open + first "
+        "get of key 0 + close); reopen_s = the first; page cache warm",
+    }
     doc = run.cell_doc("reopen", params, impls, omitted)
-    g = new_group("reopen", f"reopen: open() + first get over {n:,} keys", "DEFAULT",
-                  "reopen_s", "s", "lower", {"keys": n})
+    g = new_group(
+        "reopen",
+        f"reopen: open() + first get over {n:,} keys",
+        "DEFAULT",
+        "reopen_s",
+        "s",
+        "lower",
+        {"keys": n},
+    )
     doc["groups"].append(g)
     for rep in range(a.reps):
         seed = rep_seed(a.seed, rep)
         for impl in impls:
-            def body(p: Path, impl: Impl = impl, seed: int = seed) -> dict:
+
+            def body(p: Path, impl: Impl = impl, seed: int = seed, rep: int = rep) -> dict:
                 ad, _ = open_impl(impl, p, None)
                 ld = load(ad, n, params["value_kind"], seed)
                 close_s = close_timed(ad)
@@ -1381,9 +1693,16 @@ def cell_reopen(run: Run) -> dict:
                     if v is None:
                         raise RuntimeError("first get after reopen returned None")
                     close_timed(ad)
-                return {"rep": rep, "seed": seed, "load": ld, "close_s": close_s,
-                        "reopen_s": times[0], "reopen_all_s": times,
-                        "files": file_listing(p), "bytes": apparent_size(p)}
+                return {
+                    "rep": rep,
+                    "seed": seed,
+                    "load": ld,
+                    "close_s": close_s,
+                    "reopen_s": times[0],
+                    "reopen_all_s": times,
+                    "files": file_listing(p),
+                    "bytes": apparent_size(p),
+                }
 
             r = run_guarded(run, impl, body)
             add_rep(g, impl, r)
@@ -1403,19 +1722,32 @@ def cell_workloads(run: Run) -> dict:
     ops = a.ops or 100_000
     working = n * RECORD_BYTES
     cache = max(8 << 20, int(working * 1.25))
-    params = {"keys": n, "ops": ops, "threads": threads_list, "workloads": names,
-              "value_kind": a.values[0], "cache_bytes": cache, "durability_regime": regime,
-              "max_seconds": a.max_seconds, "seed": a.seed,
-              "what": "kvbench 2.2: fresh dir; load n sequential keys (1 thread, batches of "
-                      "1,000, reported as ingest); gc; `ops` closed-loop ops split over threads"}
+    params = {
+        "keys": n,
+        "ops": ops,
+        "threads": threads_list,
+        "workloads": names,
+        "value_kind": a.values[0],
+        "cache_bytes": cache,
+        "durability_regime": regime,
+        "max_seconds": a.max_seconds,
+        "seed": a.seed,
+        "what": "kvbench 2.2: fresh dir; load n sequential keys (1 thread, batches of "
+        "1,000, reported as ingest); gc; `ops` closed-loop ops split over threads",
+    }
     doc = run.cell_doc("workloads", params, impls, omitted)
     for wname in names:
         wl = WORKLOADS[wname]
         for threads in threads_list:
-            g = new_group(f"{wname}-t{threads}", f"{wname} ({wl.mix}), {n:,} keys, "
-                          f"{threads} thread(s), {regime}", regime, "throughput", "ops/s",
-                          "higher", {"workload": wname, "threads": threads, "keys": n,
-                                     "window": "ops"})
+            g = new_group(
+                f"{wname}-t{threads}",
+                f"{wname} ({wl.mix}), {n:,} keys, {threads} thread(s), {regime}",
+                regime,
+                "throughput",
+                "ops/s",
+                "higher",
+                {"workload": wname, "threads": threads, "keys": n, "window": "ops"},
+            )
             doc["groups"].append(g)
             for rep in range(a.reps):
                 seed = rep_seed(a.seed, rep)
@@ -1424,11 +1756,21 @@ def cell_workloads(run: Run) -> dict:
                         g.setdefault("skipped", {})[impl.name] = "unordered store: no scan"
                         continue
                     per = math.ceil(ops / threads)
-                    sources = [wl.build(n, per, threads, w, params["value_kind"], seed)
-                               for w in range(threads)]
+                    sources = [
+                        wl.build(n, per, threads, w, params["value_kind"], seed)
+                        for w in range(threads)
+                    ]
 
-                    def body(p: Path, impl: Impl = impl, sources: list = sources,
-                             seed: int = seed, threads: int = threads) -> dict:
+                    def body(
+                        p: Path,
+                        impl: Impl = impl,
+                        sources: list = sources,
+                        rep: int = rep,
+                        wl: Workload = wl,
+                        per: int = per,
+                        seed: int = seed,
+                        threads: int = threads,
+                    ) -> dict:
                         ad, _ = open_impl(impl, p, cache)
                         ld = load(ad, n, params["value_kind"], seed) if wl.loads else None
                         ph = measure(ad, sources, quota=per, duration_s=a.max_seconds)
@@ -1436,15 +1778,22 @@ def cell_workloads(run: Run) -> dict:
                         stats = ad.stats()
                         ad.flush()
                         close_timed(ad)
-                        return {"rep": rep, "seed": seed, "load": ld, "phase": rec,
-                                "throughput": ph.throughput,
-                                "space_after_close": apparent_size(p) / working,
-                                "store_stats": stats}
+                        return {
+                            "rep": rep,
+                            "seed": seed,
+                            "load": ld,
+                            "phase": rec,
+                            "throughput": ph.throughput,
+                            "space_after_close": apparent_size(p) / working,
+                            "store_stats": stats,
+                        }
 
                     r = run_guarded(run, impl, body)
                     add_rep(g, impl, r)
-                    run.log(f"{wname} t{threads} rep{rep} {impl.name}: "
-                            f"{fmt_rate(r.get('throughput'))} ops/s")
+                    run.log(
+                        f"{wname} t{threads} rep{rep} {impl.name}: "
+                        f"{fmt_rate(r.get('throughput'))} ops/s"
+                    )
                     run.save(doc)
             finish_group(g)
     return doc
@@ -1463,44 +1812,92 @@ DEFAULT_CELLS = ("ingest", "durable", "readrandom", "space", "reopen")
 
 # =========================================================================== main
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--cell", action="append", choices=sorted(CELLS),
-                   help="cell to run (repeatable); default: " + " ".join(DEFAULT_CELLS))
-    p.add_argument("--impl", help="comma-separated implementation names or globs "
-                   "(e.g. 'tuffdb*,rocksdict*'); default: every registered one for the cell")
-    p.add_argument("--keys", type=int, help="override the cell's key count "
-                   "(ingest/readrandom/space 300,000; reopen 1,000,000; workloads 100,000)")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
+    p.add_argument(
+        "--cell",
+        action="append",
+        choices=sorted(CELLS),
+        help="cell to run (repeatable); default: " + " ".join(DEFAULT_CELLS),
+    )
+    p.add_argument(
+        "--impl",
+        help="comma-separated implementation names or globs "
+        "(e.g. 'tuffdb*,rocksdict*'); default: every registered one for the cell",
+    )
+    p.add_argument(
+        "--keys",
+        type=int,
+        help="override the cell's key count "
+        "(ingest/readrandom/space 300,000; reopen 1,000,000; workloads 100,000)",
+    )
     p.add_argument("--ops", type=int, help="durable: ops cap (100,000); workloads: ops (100,000)")
-    p.add_argument("--threads", type=lambda s: [int(x) for x in s.split(",")],
-                   help="comma-separated thread counts (ingest 8,1; durable 8; readrandom 1; "
-                        "workloads 1,8)")
-    p.add_argument("--duration", type=float, default=10.0,
-                   help="fixed measured window in s for durable and readrandom (10)")
-    p.add_argument("--max-seconds", type=float, default=60.0,
-                   help="cap on a fixed-ops phase (ingest, workloads); a capped phase is "
-                        "flagged stopped_by=time (60)")
+    p.add_argument(
+        "--threads",
+        type=lambda s: [int(x) for x in s.split(",")],
+        help="comma-separated thread counts (ingest 8,1; durable 8; readrandom 1; workloads 1,8)",
+    )
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=10.0,
+        help="fixed measured window in s for durable and readrandom (10)",
+    )
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=60.0,
+        help="cap on a fixed-ops phase (ingest, workloads); a capped phase is "
+        "flagged stopped_by=time (60)",
+    )
     p.add_argument("--reps", type=int, default=3, help="repetitions (>= 3 for reported numbers)")
-    p.add_argument("--values", type=lambda s: s.split(","), default=None,
-                   help="value kind(s): template, half, random (template; space: all three)")
+    p.add_argument(
+        "--values",
+        type=lambda s: s.split(","),
+        default=None,
+        help="value kind(s): template, half, random (template; space: all three)",
+    )
     p.add_argument("--overwrite-rounds", type=int, default=10)
-    p.add_argument("--workload", action="append", choices=sorted(WORKLOADS),
-                   help="workloads cell: which workloads (repeatable; default all)")
-    p.add_argument("--regime", default="default", choices=["default", "full"],
-                   help="workloads cell: DEFAULT or FULL implementations")
+    p.add_argument(
+        "--workload",
+        action="append",
+        choices=sorted(WORKLOADS),
+        help="workloads cell: which workloads (repeatable; default all)",
+    )
+    p.add_argument(
+        "--regime",
+        default="default",
+        choices=["default", "full"],
+        help="workloads cell: DEFAULT or FULL implementations",
+    )
     p.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    p.add_argument("--dir", default=str(Path("/work/bench-tmp")),
-                   help="parent of the fresh data directories (real disk, never tmpfs)")
-    p.add_argument("--out", default=str(REPO / "docs" / "benchmarks" / "kv"),
-                   help="results root; the run goes to <out>/<run-id>/")
+    p.add_argument(
+        "--dir",
+        default=str(Path("/work/bench-tmp")),
+        help="parent of the fresh data directories (real disk, never tmpfs)",
+    )
+    p.add_argument(
+        "--out",
+        default=str(REPO / "docs" / "benchmarks" / "kv"),
+        help="results root; the run goes to <out>/<run-id>/",
+    )
     p.add_argument("--run-id", default=None, help="default: UTC timestamp")
-    p.add_argument("--store-timeout", type=float, default=900.0,
-                   help="watchdog per store per repetition: dump stacks and exit 3 if one "
-                        "store run takes longer (900 s)")
-    p.add_argument("--allow-tmpfs", action="store_true",
-                   help="smoke tests only: run even if --dir is on tmpfs (recorded in the "
-                        "manifest; such numbers are never reported)")
+    p.add_argument(
+        "--store-timeout",
+        type=float,
+        default=900.0,
+        help="watchdog per store per repetition: dump stacks and exit 3 if one "
+        "store run takes longer (900 s)",
+    )
+    p.add_argument(
+        "--allow-tmpfs",
+        action="store_true",
+        help="smoke tests only: run even if --dir is on tmpfs (recorded in the "
+        "manifest; such numbers are never reported)",
+    )
     p.add_argument("--list", action="store_true", help="list impls, workloads and cells")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
@@ -1557,18 +1954,34 @@ def main(argv: list[str] | None = None) -> int:
             prev = json.loads(env_path.read_text())
             env["previous_invocations"] = [
                 *prev.pop("previous_invocations", []),
-                {k: prev.get(k) for k in ("command", "recorded_at", "cells", "git",
-                                           "fsync_probe_start", "fsync_probe_end")},
+                {
+                    k: prev.get(k)
+                    for k in (
+                        "command",
+                        "recorded_at",
+                        "cells",
+                        "git",
+                        "fsync_probe_start",
+                        "fsync_probe_end",
+                    )
+                },
             ]
             env["cells"] = [*dict.fromkeys([*prev.get("cells", []), *env["cells"]])]
     write_json(env_path, env)
-    run.invocation.update({"command": env["command"], "git": env["git"],
-                           "loadavg_at_start": env["loadavg_at_start"],
-                           "fsync_probe_start": env["fsync_probe_start"]})
+    run.invocation.update(
+        {
+            "command": env["command"],
+            "git": env["git"],
+            "loadavg_at_start": env["loadavg_at_start"],
+            "fsync_probe_start": env["fsync_probe_start"],
+        }
+    )
     probe = env["fsync_probe_start"]
-    run.log(f"run {args.run_id} -> {run.out}; data under {run.data_parent} "
-            f"({env['filesystem'].get('type', '?')}); fsync avg {probe['avg_us']} us "
-            f"p99 {probe['p99_us']} us" + ("  [SUSPICIOUS: < 50 us]" if probe["suspicious"] else ""))
+    run.log(
+        f"run {args.run_id} -> {run.out}; data under {run.data_parent} "
+        f"({env['filesystem'].get('type', '?')}); fsync avg {probe['avg_us']} us "
+        f"p99 {probe['p99_us']} us" + ("  [SUSPICIOUS: < 50 us]" if probe["suspicious"] else "")
+    )
     for cell in dict.fromkeys(args.cell or DEFAULT_CELLS):
         run.log(f"== cell {cell}")
         doc = CELLS[cell](run)

@@ -29,15 +29,49 @@ def _tuffdb_available() -> bool:
 def test_bench_kv_smoke(tmp_path: Path) -> None:
     out = tmp_path / "results"
     cmd = [
-        sys.executable, str(KV), "--impl", "tuffdb*,sqlite*", "--keys", "1000", "--reps", "1",
-        "--threads", "2", "--duration", "0.2", "--ops", "400", "--overwrite-rounds", "1",
-        "--values", "half", "--workload", "ycsb-a", "--workload", "readseq",
-        "--dir", str(tmp_path / "data"), "--out", str(out), "--run-id", "smoke",
-        "--allow-tmpfs", "--store-timeout", "60", "--quiet",
+        sys.executable,
+        str(KV),
+        "--impl",
+        "tuffdb*,sqlite*",
+        "--keys",
+        "1000",
+        "--reps",
+        "1",
+        "--threads",
+        "2",
+        "--duration",
+        "0.2",
+        "--ops",
+        "400",
+        "--overwrite-rounds",
+        "1",
+        "--values",
+        "half",
+        "--workload",
+        "ycsb-a",
+        "--workload",
+        "readseq",
+        "--dir",
+        str(tmp_path / "data"),
+        "--out",
+        str(out),
+        "--run-id",
+        "smoke",
+        "--allow-tmpfs",
+        "--store-timeout",
+        "60",
+        "--quiet",
     ]
     for cell in CELLS:
         cmd += ["--cell", cell]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=240, check=False)
+    proc = subprocess.run(  # noqa: S603 - our own script
+        cmd,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
     run = out / "smoke"
@@ -63,9 +97,13 @@ def test_bench_kv_smoke(tmp_path: Path) -> None:
             assert any(n.startswith("sqlite") for n in names), (cell, names)
         assert not (names - {n for n in names if n.startswith(("tuffdb", "sqlite"))})
 
-    proc = subprocess.run(
+    proc = subprocess.run(  # noqa: S603 - our own script
         [sys.executable, str(PLOT), str(run), "--no-plots"],
-        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (run / "results.md").read_text().startswith("# KV benchmark results")
