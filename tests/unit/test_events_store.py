@@ -278,3 +278,25 @@ def test_subscription_after_is_exclusive_and_stop_ends_it(store: EventStore) -> 
     sub.stop()
     t.join(10)
     assert not t.is_alive()
+
+
+def test_encrypted_store_round_trips_and_hides_plaintext(tmp_path: Path) -> None:
+    key = bytes(range(32))
+    path = tmp_path / "ev"
+    with EventStore.open(path, encryption_key=key, segment_bytes=2048) as s:
+        for i in range(40):
+            s.append([Event("SecretType", f"secret-{i}".encode(), ["secret-tag", f"k{i}"])],
+                     tracking_info=TrackingInfo("secret-src", i + 1))
+        before = [(e.position, e.event) for e in s.read(q(([], ["secret-tag"])))]
+    raw = b"".join(p.read_bytes() for p in path.rglob("*") if p.is_file())
+    assert b"secret" not in raw and b"Secret" not in raw
+    with EventStore.open(path, encryption_key=key) as s:
+        assert s.indexes_rebuilt == 0
+        assert [(e.position, e.event) for e in s.read(q(([], ["secret-tag"])))] == before
+        assert positions(s.read(q(([], ["k7"])), backwards=True)) == [8]
+        assert s.get_tracking_info("secret-src") == 40
+    from tuffdb.errors import WrongKeyError
+    with pytest.raises(WrongKeyError):
+        EventStore.open(path, encryption_key=bytes(32))
+    with pytest.raises(WrongKeyError):
+        EventStore.open(path)

@@ -21,10 +21,11 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from tuffdb._format.record import FRAME_SIZE
+from tuffdb._format.record import FRAME, FRAME_SIZE, Frame
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE
 from tuffdb.errors import ClosedError, CorruptionError, ProgrammingError
 from tuffdb.events import codec, sealed_index
@@ -43,12 +44,14 @@ from tuffdb.events.subscription import Subscription
 from tuffdb.events.tag_index import TagIndex
 from tuffdb.events.type_column import TypeColumn
 from tuffdb.events.writer import MAX_BATCH_BYTES, MAX_BATCH_EVENTS, AppendRequest, Writer
+from tuffdb.storage.codec import Codec
 from tuffdb.storage.lock import DirLock
 from tuffdb.storage.poison import Poison
 from tuffdb.storage.segmented_log import SegmentedLog
 
 DEFAULT_SEGMENT_BYTES = 256 << 20
 READ_CHUNK = 1024
+FRAME_CACHE = 64  # decoded frames kept by an encrypted store's readers
 _SPARSE_SPAN = 1 << 20  # one pread covers a batch when its byte span is at most this ...
 _SPARSE_FACTOR = 4  # ... or at most this many times the bytes it needs
 
@@ -68,10 +71,10 @@ class EventStore:
         max_batch_events: int = MAX_BATCH_EVENTS,
         max_batch_bytes: int = MAX_BATCH_BYTES,
     ) -> None:
-        if encryption_key is not None:
-            raise ProgrammingError(
-                "the event store does not encrypt yet (issue 3): open it without encryption_key"
-            )
+        # AES-256-GCM per frame through the core codec, no compression (events are small and
+        # compression would break the virtual-address scheme, see docs/format/events-log.md).
+        self._codec = Codec(compression=None, key=encryption_key) if encryption_key else None
+        self._frame_cache: dict[int, bytes] = {}
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock = DirLock(self.path)
@@ -82,6 +85,7 @@ class EventStore:
         self._planner = Planner(self._tags, self._types)
         self._addr = Column(np.int64)
         self._len = Column(np.int64)
+        self._frames = Column(np.int64)  # address of every EVENTS frame, ascending
         self._tracking: dict[str, int] = {}
         self._head = 0
         self._cv = threading.Condition()
@@ -96,6 +100,7 @@ class EventStore:
             self._log = SegmentedLog(
                 self.path / "log", file_kind=LOG_FILE_KIND, suffix=LOG_SUFFIX,
                 segment_bytes=segment_bytes, poison=self._poison,
+                key_id=self._codec.key_id if self._codec else 0,
             )
             self._segment_bases = [s.base_address for s in self._log.segments]
             self._segment_paths = [s.path for s in self._log.segments]
@@ -130,11 +135,12 @@ class EventStore:
             last = i == len(segs) - 1
             ix = None if last else self._load_index(seg.base_address, seg.size, first)
             if ix is None:
-                frames = self._log.read_segment(seg)
-                ix = sealed_index.scan_segment(frames, seg.base_address, str(seg.path), first)
+                ix = sealed_index.scan_segment(
+                    self._frames_of(seg), seg.base_address, str(seg.path), first, self._codec
+                )
                 ix.size = seg.size
                 if not last:
-                    sealed_index.write(self._index_dir, ix, seg.base_address)
+                    sealed_index.write(self._index_dir, ix, seg.base_address, self._codec)
                     self.indexes_rebuilt += 1
             self._segment_firsts.append(first)
             self._feed(ix)
@@ -144,15 +150,20 @@ class EventStore:
     def _load_index(self, base: int, size: int, first: int) -> sealed_index.SegmentIndex | None:
         path = sealed_index.index_path(self._index_dir, base)
         try:
-            ix = sealed_index.decode(path.read_bytes(), base, str(path))
+            ix = sealed_index.decode(path.read_bytes(), base, str(path), self._codec)
         except (OSError, CorruptionError, ValueError, UnicodeDecodeError, struct.error):
             return None
         if ix.first != first or ix.size != size:
             return None
         return ix
 
+    def _frames_of(self, seg: Any) -> list[Frame]:
+        res = self._log.read_segment(seg)
+        return res[1] if isinstance(res, tuple) else res  # core API: frames, or (bytes, frames)
+
     def _feed(self, ix: sealed_index.SegmentIndex) -> None:
         self._tracking.update(ix.tracking)
+        self._frames.extend(ix.frames)
         if not ix.count:
             return
         self._addr.extend(ix.addr)
@@ -166,12 +177,12 @@ class EventStore:
         """Write the index file of sealed segment ``seg_no`` (background thread)."""
         seg = self._log.segments[seg_no]
         try:
-            frames = self._log.read_segment(seg)
             ix = sealed_index.scan_segment(
-                frames, seg.base_address, str(seg.path), self._segment_firsts[seg_no]
+                self._frames_of(seg), seg.base_address, str(seg.path),
+                self._segment_firsts[seg_no], self._codec,
             )
             ix.size = seg.size
-            sealed_index.write(self._index_dir, ix, seg.base_address)
+            sealed_index.write(self._index_dir, ix, seg.base_address, self._codec)
         except Exception:  # noqa: BLE001 (derived data: rebuilt on the next open)
             return
 
@@ -314,6 +325,8 @@ class EventStore:
         n = len(pos)
         if n == 0:
             return b""
+        if self._codec is not None:
+            return self._join_encoded(pos)
         idx = pos - 1
         a = self._addr.array[idx]
         ln = self._len.array[idx]
@@ -338,6 +351,34 @@ class EventStore:
         for x, k in zip(a.tolist(), ln.tolist(), strict=True):
             s = bisect_right(bases, x) - 1
             out.append(pread(self._fd(s), k, x - bases[s] + SEGMENT_HEADER_SIZE))
+        return b"".join(out)
+
+    def _join_encoded(self, pos: np.ndarray) -> bytes:
+        """Encrypted store: decode each frame once (small cache) and slice its entries."""
+        idx = pos - 1
+        a = self._addr.array[idx]
+        ln = self._len.array[idx]
+        frames = self._frames.array[: self._frames.size]
+        fi = np.searchsorted(frames, a, "right") - 1
+        starts = frames[fi]
+        bases = self._segment_bases
+        cache = self._frame_cache
+        out = []
+        for f, x, k in zip(starts.tolist(), a.tolist(), ln.tolist(), strict=True):
+            payload = cache.get(f)
+            if payload is None:
+                s = bisect_right(bases, f) - 1
+                fd = self._fd(s)
+                off = f - bases[s] + SEGMENT_HEADER_SIZE
+                _, length, _, flags = FRAME.unpack(os.pread(fd, FRAME_SIZE, off))
+                data = os.pread(fd, length, off + FRAME_SIZE)
+                assert self._codec is not None
+                payload = self._codec.decode(flags, data, str(self._segment_paths[s]))
+                if len(cache) >= FRAME_CACHE:
+                    cache.clear()
+                cache[f] = payload
+            o = x - f - FRAME_SIZE
+            out.append(payload[o : o + k])
         return b"".join(out)
 
     # -- writer hooks ------------------------------------------------------------------------

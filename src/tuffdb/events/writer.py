@@ -166,6 +166,9 @@ class Writer(threading.Thread):
         addrs: list[np.ndarray] = []
         lens: list[np.ndarray] = []
         wrote = False
+        enc = st._codec.encode if st._codec is not None else None
+        frame_addrs: list[int] = []
+        last_flags = 0
         for req in batch:
             try:
                 st._poison.check()
@@ -194,7 +197,10 @@ class Writer(threading.Thread):
                 src, tpos = req.tracking
                 staged_tracking[src] = tpos
                 body = _U64.pack(tpos) + src.encode()
-                frames += (frame_header(FrameKind.TRACKING, body), body)
+                last_flags = 0
+                if enc is not None:
+                    last_flags, body = enc(body)
+                frames += (frame_header(FrameKind.TRACKING, body, last_flags), body)
                 addr += FRAME_SIZE + len(body)
                 wrote = True
             tails = req.tails
@@ -206,7 +212,11 @@ class Writer(threading.Thread):
             n = len(ln)
             pending.append((first, blob, ln))
             payload = EVENTS_HEADER.pack(first, n) + blob
-            frames += (frame_header(FrameKind.EVENTS, payload), payload)
+            last_flags = 0
+            if enc is not None:
+                last_flags, payload = enc(payload)
+            frames += (frame_header(FrameKind.EVENTS, payload, last_flags), payload)
+            frame_addrs.append(addr)
             start = addr + FRAME_SIZE + EVENTS_HEADER_SIZE
             ends = np.cumsum(ln)
             addrs.append(ends - ln + start)
@@ -221,7 +231,7 @@ class Writer(threading.Thread):
             # Re-frame the last frame with COMMIT (its header is at frames[-2]).
             last = frames[-1]
             kind = frames[-2][8]
-            frames[-2] = frame_header(kind, last, Flag.COMMIT)
+            frames[-2] = frame_header(kind, last, last_flags | Flag.COMMIT)
             try:
                 if addrs:
                     st._addr.extend(np.concatenate(addrs) if len(addrs) > 1 else addrs[0])
@@ -239,6 +249,8 @@ class Writer(threading.Thread):
             if log.segments[-1].base_address != st._segment_bases[-1]:
                 st._on_roll(durable_head + 1)
             tracking.update(staged_tracking)
+            if frame_addrs:
+                st._frames.extend(frame_addrs)
             st._head = head
             for cb in self.on_commit:
                 cb(head)

@@ -38,6 +38,7 @@ from tuffdb.events.subscription import next_positions
 from tuffdb.server.protocol import health_v1_pb2 as hpb
 from tuffdb.server.protocol import umadb_v1_pb2 as pb
 from tuffdb.server.protocol import umadb_wire as wire
+from tuffdb.storage.codec import load_key
 
 SERVICE = "umadb.v1.DCB"
 LEGACY_SERVICE = "umadb.UmaDBService"
@@ -358,7 +359,10 @@ class UmaDBFace:
 def create(config: Any) -> UmaDBFace:
     """Open ``config.data_dir / "events"`` and build the face (not started)."""
     extra = dict((getattr(config, "extra", None) or {}).get("grpc", {}))
-    store_options = {k: extra[k] for k in ("segment_bytes",) if k in extra}
+    store_options: dict[str, Any] = {k: extra[k] for k in ("segment_bytes",) if k in extra}
+    key = load_key(config.encryption_key_file)  # the file, else $TUFFDB_ENCRYPTION_KEY
+    if key is not None:
+        store_options["encryption_key"] = key
     return UmaDBFace(
         Path(config.data_dir) / "events",
         host=config.host,
@@ -376,7 +380,7 @@ async def _serve(args: argparse.Namespace) -> None:
         Path(args.data_dir), host=args.host, port=args.port,
         api_key=args.api_key or os.environ.get("TUFFDB_API_KEY") or None,
         tls_cert=args.tls_cert, tls_key=args.tls_key,
-        store_options={"segment_bytes": args.segment_bytes} if args.segment_bytes else None,
+        store_options=_store_options(args),
     )
     await face.start()
     stop = asyncio.Event()
@@ -389,6 +393,16 @@ async def _serve(args: argparse.Namespace) -> None:
     await face.stop()
 
 
+def _store_options(args: argparse.Namespace) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    if args.segment_bytes:
+        opts["segment_bytes"] = args.segment_bytes
+    key = load_key(args.encryption_key_file)
+    if key is not None:
+        opts["encryption_key"] = key
+    return opts
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m tuffdb.server.umadb_grpc")
     p.add_argument("--host", default="127.0.0.1")
@@ -398,6 +412,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tls-cert", type=Path)
     p.add_argument("--tls-key", type=Path)
     p.add_argument("--segment-bytes", type=int)
+    p.add_argument("--encryption-key-file", type=Path)
     args = p.parse_args(argv)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(args))
