@@ -354,3 +354,24 @@ def test_subscription_idle_over_30_seconds_still_delivers(client: umadb.Client) 
     t.join(30)
     assert got == [1]
     sub.cancel()
+
+
+def test_equal_length_batches_with_tracking_round_trip(client: umadb.Client) -> None:
+    """Exercises the raw-rows fast path of the append decoder (equal-length events)."""
+    evs = [E("T", bytes([i]) * 30, ["a", f"k{i:02d}"], uuid=uuid.uuid4()) for i in range(12)]
+    assert client.append(evs, tracking_info=umadb.TrackingInfo("src", 1)) == 12
+    got = list(client.read())
+    assert [(g.event.data, g.event.tags, g.event.uuid) for g in got] == [
+        (e.data, e.tags, e.uuid) for e in evs]
+    assert all(g.tracking_info.position == 1 for g in got)
+    assert pos(client.read(Q(([], ["k07"])))) == [8]
+
+
+def test_uppercase_uuids_in_a_batch_come_back_canonical(channel: grpc.Channel) -> None:
+    us = [uuid.uuid4() for _ in range(10)]
+    req = pb.AppendRequest(events=[pb.Event(event_type="t", data=b"x" * 5, uuid=str(u).upper())
+                                   for u in us])
+    channel.unary_unary("/umadb.v1.DCB/Append")(req.SerializeToString(), timeout=30)
+    body = b"".join(channel.unary_stream("/umadb.v1.DCB/Read")(b"", timeout=30))
+    got = [se.event.uuid for se in pb.ReadResponse.FromString(body).events]
+    assert got == [str(u) for u in us]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import uuid as _uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -72,6 +72,15 @@ def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
 
 
 _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
+# Many canonical uuids joined by newlines, checked with one regex call.
+_CANONICAL_UUIDS = re.compile(
+    r"(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\n)*"
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+)
+
+
+def all_canonical_uuids(uuids: Sequence[str]) -> bool:
+    return bool(uuids) and _CANONICAL_UUIDS.fullmatch("\n".join(uuids)) is not None
 
 
 def canonical_uuid(value: object) -> str:
@@ -256,7 +265,33 @@ def _varint_len(n: int) -> int:
     return k
 
 
-def entries_block(first: int, tails: Sequence[bytes]) -> tuple[bytes, np.ndarray]:
+class TailBlock:
+    """``count`` entry tails of equal length ``width`` joined in ``data`` (the wire fast path:
+    built from a request's raw bytes without touching events one by one)."""
+
+    __slots__ = ("count", "data", "width")
+
+    def __init__(self, data: bytes, width: int, count: int) -> None:
+        assert len(data) == width * count
+        self.data = data
+        self.width = width
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[bytes]:
+        w = self.width
+        return (self.data[i * w : (i + 1) * w] for i in range(self.count))
+
+
+def nbytes(tails: Sequence[bytes] | TailBlock) -> int:
+    if type(tails) is TailBlock:
+        return len(tails.data)
+    return sum(map(len, tails))  # type: ignore[arg-type]
+
+
+def entries_block(first: int, tails: Sequence[bytes] | TailBlock) -> tuple[bytes, np.ndarray]:
     """Joined entries for consecutive positions and each entry's length.
 
     Fast path (tails of equal length, the usual batch of similar events): the entries are
@@ -264,13 +299,17 @@ def entries_block(first: int, tails: Sequence[bytes]) -> tuple[bytes, np.ndarray
     plain loop (:func:`entries_for`).
     """
     n = len(tails)
-    tl = len(tails[0])
-    if n < 8 or len(set(map(len, tails))) != 1:
-        entries = entries_for(first, tails)
-        return b"".join(entries), np.fromiter(map(len, entries), np.int64, n)
+    if type(tails) is TailBlock:
+        tl = tails.width
+        tail_rows = np.frombuffer(tails.data, np.uint8).reshape(n, tl)
+    else:
+        tl = len(tails[0])  # type: ignore[index]
+        if n < 8 or len(set(map(len, tails))) != 1:  # type: ignore[arg-type]
+            entries = entries_for(first, tails)  # type: ignore[arg-type]
+            return b"".join(entries), np.fromiter(map(len, entries), np.int64, n)
+        tail_rows = np.frombuffer(b"".join(tails), np.uint8).reshape(n, tl)  # type: ignore[arg-type]
     blocks = []
     lens = []
-    tail_rows = np.frombuffer(b"".join(tails), np.uint8).reshape(n, tl)
     i = 0
     while i < n:
         p = first + i

@@ -226,7 +226,7 @@ class EventStore:
 
     def submit_encoded(
         self,
-        tails: list[bytes],
+        tails: list[bytes] | codec.TailBlock,
         types: Sequence[str],
         tags: Sequence[Sequence[str]],
         uuids: list[str] | None,

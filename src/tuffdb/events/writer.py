@@ -54,7 +54,7 @@ class AppendRequest:
 
     def __init__(
         self,
-        tails: list[bytes],
+        tails: list[bytes] | codec.TailBlock,
         types: Sequence[str],
         tags: Sequence[Sequence[str]],
         uuids: list[str] | None,
@@ -74,7 +74,7 @@ class AppendRequest:
         self.after = after
         self.condition = condition
         self.tracking = tracking
-        self.nbytes = sum(map(len, tails))
+        self.nbytes = codec.nbytes(tails)
         self.future: Future[int] = Future()
 
 

@@ -101,7 +101,7 @@ class DCBService:
         try:
             self._auth(context)
             req = pb.AppendRequest.FromString(raw)
-            tails, types, tags, uuids, tracking = wire.encode_append(req)
+            tails, types, tags, uuids, tracking = wire.encode_append(req, raw)
             items = None
             after = None
             if req.HasField("condition"):
