@@ -1,0 +1,1 @@
+"""Face 1: the hash-log KV engine with an in-memory hot tier (see docs/design/kv.md)."""

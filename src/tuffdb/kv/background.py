@@ -1,0 +1,151 @@
+"""The KV background thread: spill sealed segments, serve sync/compact requests, expire
+TTL keys, and merge cold segments whose dead fraction passes the threshold.
+
+It is the only thread that changes the cold tier and the keydir after open, so spills
+and merges never race each other; it holds ``store._bg_mutex`` while it does so, which
+lets ``check()`` see a quiet cold tier.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from typing import TYPE_CHECKING
+
+from tuffdb import metrics
+from tuffdb.errors import ClosedError
+from tuffdb.kv import merge
+from tuffdb.kv.cold import write_segment
+from tuffdb.kv.hot_tier import TOMBSTONE, HotSegment
+from tuffdb.storage.files import remove_durably
+
+if TYPE_CHECKING:
+    from tuffdb.kv.store import KVStore
+
+_VALUE_MASK = (1 << 28) - 1
+IDLE_TICK_S = 0.5
+
+
+def run(store: KVStore) -> None:
+    recounted = False
+    next_periodic = time.monotonic() + IDLE_TICK_S
+    while True:
+        with store._lock:
+            while not (store._sealed and not store._poison) and not store._requests \
+                    and not store._closing:
+                delay = next_periodic - time.monotonic()
+                if delay <= 0:
+                    break
+                store._space_cv.wait(delay)
+            seg = store._sealed[0] if store._sealed and not store._poison else None
+            requests = [] if seg else store._requests
+            if not seg:
+                store._requests = []
+            closing = store._closing
+        if seg is not None:
+            try:
+                spill(store, seg)
+            except BaseException as exc:  # noqa: BLE001 - a failed spill poisons the store
+                store._poison.set(exc)
+                with store._lock:
+                    store._space_cv.notify_all()
+            continue
+        for what, _arg, fut in requests:
+            try:
+                store._poison.check()
+                fut.set_result(merge.compact_all(store) if what == "compact" else None)
+            except BaseException as exc:  # noqa: BLE001 - hand any failure to the caller
+                if not isinstance(exc, ClosedError):
+                    store._poison.set(exc) if isinstance(exc, OSError) else None
+                fut.set_exception(exc)
+        if closing:
+            return
+        if time.monotonic() >= next_periodic:
+            next_periodic = time.monotonic() + min(IDLE_TICK_S, store._expiry_interval_s)
+            try:
+                if not recounted:
+                    recount_live_bytes(store)
+                    recounted = True
+                sweep_expired(store)
+                if store._background_compaction and not store._poison:
+                    merge.compact_background(store)
+            except OSError as exc:
+                store._poison.set(exc)
+
+
+def spill(store: KVStore, seg: HotSegment) -> None:
+    """Write a sealed hot segment to a cold segment, then move its keys to the keydir."""
+    t0 = time.perf_counter()
+    with store._bg_mutex:
+        keys = list(seg.index)
+        vals = list(seg.index.values())
+        if TOMBSTONE in vals:
+            vals = [None if v is TOMBSTONE else v for v in vals]
+        cold, entries = write_segment(store._dir, seg.id, seg.id, keys, vals, seg.expiry,
+                                      store._codec)
+        locs = entries.locations(seg.id)
+        if None in vals:
+            mask = [v is not None for v in vals]
+            put_keys = [k for k, m in zip(keys, mask, strict=True) if m]
+            put_locs = [x for x, m in zip(locs, mask, strict=True) if m]
+            tomb_keys = [k for k, m in zip(keys, mask, strict=True) if not m]
+        else:
+            put_keys, put_locs, tomb_keys = keys, locs, []
+        kd = store._keydir
+        with store._lock:
+            olds = list(map(kd.get, put_keys)) if kd else []
+            kd.update(zip(put_keys, put_locs))
+            olds += [kd.pop(k, None) for k in tomb_keys]
+            store._cold[cold.id] = cold
+            store._cold_order.append(cold)
+            store._sealed.remove(seg)
+            store._rechain()
+            seg.spilled = True
+            doomed = seg.pending is None and seg.wal_path is not None
+            metrics.KV_SEALED_PENDING.set(len(store._sealed))
+            store._space_cv.notify_all()
+        account_dead(store, olds)
+    if doomed:
+        remove_durably([seg.wal_path])  # type: ignore[list-item]
+    metrics.KV_SPILLS.inc()
+    metrics.KV_SPILL_BYTES.inc(seg.bytes)
+    metrics.KV_SPILL_SECONDS.observe(time.perf_counter() - t0)
+
+
+def account_dead(store: KVStore, olds: list[int | None]) -> None:
+    cold = store._cold
+    for o in olds:
+        if o is not None:
+            s = cold.get(o >> 64)
+            if s is not None:
+                s.live_bytes -= o & _VALUE_MASK
+
+
+def recount_live_bytes(store: KVStore) -> None:
+    with store._bg_mutex:
+        live: dict[int, int] = {}
+        get = live.get
+        for loc in list(store._keydir.values()):
+            sid = loc >> 64
+            live[sid] = get(sid, 0) + (loc & _VALUE_MASK)
+        for s in store._cold_order:
+            s.live_bytes = live.get(s.id, 0)
+
+
+def sweep_expired(store: KVStore) -> None:
+    """Write tombstones for keys whose TTL has passed (lazy expiry hides them already)."""
+    heap = store._expiry_heap
+    if not heap:
+        return
+    now = store._now_ms()
+    with store._lock:
+        if store._closed or store._closing or store._poison:
+            return
+        if len(heap) > 2 * len(store._expiry) + 1024:
+            heap[:] = [(e, k) for k, e in store._expiry.items()]
+            heapq.heapify(heap)
+        expiry = store._expiry
+        while heap and heap[0][0] <= now:
+            exp, k = heapq.heappop(heap)
+            if expiry.get(k) == exp:
+                store._tombstone_locked(k, wait=False)

@@ -1,0 +1,146 @@
+"""KVStore.check() and stats(): verify everything on disk against the in-memory view."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tuffdb._format.segment import FileKind
+from tuffdb.errors import CorruptionError, Error
+from tuffdb.kv.cold import DATA_SUFFIX, HINT_SUFFIX, hint_path, load_hint
+from tuffdb.kv.recovery import WAL_SUFFIX
+from tuffdb.storage.files import list_ids, segment_name
+from tuffdb.storage.lock import LOCK_NAME
+from tuffdb.storage.log_file import LogFile
+from tuffdb.storage.poison import Poison
+
+if TYPE_CHECKING:
+    from tuffdb.kv.cold import ColdSegment, Entries
+    from tuffdb.kv.store import KVStore
+
+
+def _same(a: Entries, b: Entries) -> bool:
+    return (
+        a.keys == b.keys
+        and np.array_equal(a.ops, b.ops)
+        and np.array_equal(a.blocks, b.blocks)
+        and np.array_equal(a.voffs, b.voffs)
+        and np.array_equal(a.vlens, b.vlens)
+        and a.ttl == b.ttl
+    )
+
+
+def check_store(store: KVStore) -> list[str]:
+    """Problems found (empty when healthy): checksums of every block and log frame,
+    hint files against their data, and the keydir against the cold tier."""
+    problems: list[str] = []
+    with store._bg_mutex:
+        segs: list[ColdSegment] = list(store._cold_order)
+        expected: dict[bytes, int] = {}
+        for seg in segs:
+            try:
+                data_entries = seg.entries()
+            except (Error, OSError) as exc:
+                problems.append(f"segment {seg.id}: {exc}")
+                continue
+            try:
+                hint = load_hint(hint_path(store._dir, seg.id), seg.id, store._codec)
+                if not _same(hint, data_entries):
+                    problems.append(f"segment {seg.id}: hint file disagrees with the data")
+            except (CorruptionError, FileNotFoundError) as exc:
+                problems.append(f"segment {seg.id}: hint unreadable: {exc}")
+            locs = data_entries.locations(seg.id)
+            for i, (k, loc) in enumerate(zip(data_entries.keys, locs, strict=True)):
+                if int(data_entries.ops[i]) == 1:
+                    expected[k] = loc
+                else:
+                    expected.pop(k, None)
+        kd = dict(store._keydir)
+        for k, loc in kd.items():
+            if expected.get(k) != loc:
+                problems.append(f"keydir entry for {k[:40]!r} does not match the cold tier")
+                if len(problems) > 100:
+                    break
+        for k in expected.keys() - kd.keys():
+            if k not in store._expiry:
+                problems.append(f"key {k[:40]!r} is in the cold tier but missing from the keydir")
+                if len(problems) > 100:
+                    break
+        problems += _check_wals(store)
+        problems += _check_files(store, {s.id for s in segs})
+    return problems
+
+
+def _check_wals(store: KVStore) -> list[str]:
+    out = []
+    for wid in list_ids(store._dir, WAL_SUFFIX):
+        path = store._dir / segment_name(wid, WAL_SUFFIX)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            continue  # spilled and removed meanwhile
+        from tuffdb._format.record import scan_frames
+        from tuffdb._format.segment import SEGMENT_HEADER_SIZE, unpack_header
+
+        try:
+            hdr = unpack_header(data[:SEGMENT_HEADER_SIZE], str(path))
+            if hdr.file_kind != FileKind.KV_LOG:
+                out.append(f"{path.name}: not a KV log")
+            res = scan_frames(data, SEGMENT_HEADER_SIZE)
+            if res.error and res.end != len(data):
+                out.append(f"{path.name}: {res.error} at {res.end}")
+        except Error as exc:
+            out.append(f"{path.name}: {exc}")
+    _ = (LogFile, Poison)
+    return out
+
+
+def _check_files(store: KVStore, seg_ids: set[int]) -> list[str]:
+    out = []
+    for name in os.listdir(store._dir):
+        if name == LOCK_NAME or name.endswith((WAL_SUFFIX, ".tmp")):
+            continue
+        stem, dot, ext = name.partition(".")
+        if dot and stem.isdigit() and f".{ext}" in (DATA_SUFFIX, HINT_SUFFIX):
+            if int(stem) not in seg_ids:
+                out.append(f"{name}: not part of the store (left over?)")
+            continue
+        out.append(f"{name}: unknown file")
+    return out
+
+
+def store_stats(store: KVStore) -> dict[str, Any]:
+    with store._lock:
+        hot = [store._active, *store._sealed]
+        hot_keys = sum(len(s.index) for s in hot)
+        hot_bytes = sum(s.bytes for s in hot)
+        sealed = len(store._sealed)
+    cold = list(store._cold_order)
+    files = sum(s.file_size for s in cold)
+    for sid in (s.id for s in cold):
+        try:
+            files += os.path.getsize(hint_path(store._dir, sid))
+        except FileNotFoundError:
+            pass
+    return {
+        "path": str(store._dir),
+        "durability": store._durability,
+        "interval_ms": store._interval_ms,
+        "hot_segments": len(hot),
+        "hot_records": hot_keys,
+        "hot_bytes": hot_bytes,
+        "sealed_pending": sealed,
+        "cold_segments": len(cold),
+        "cold_keys": len(store._keydir),
+        "cold_value_bytes": sum(s.value_bytes for s in cold),
+        "cold_live_bytes": sum(s.live_bytes for s in cold),
+        "disk_bytes": files,
+        "cache_bytes": store._cache_size,
+        "cache_limit": store._cache_limit,
+        "cache_misses": store._cache_misses,
+        "ttl_keys": len(store._expiry),
+        "poisoned": bool(store._poison),
+        "recovery": vars(store.recovery),
+    }

@@ -1,0 +1,46 @@
+"""Hot tier: in-memory append segments with their own index (FASTER's mutable region).
+
+A put lands in the *active* segment: its index (``key -> value`` or ``TOMBSTONE``) and,
+when a log is kept, its ``pending`` list of framed records for the next group commit.
+A full segment is *sealed* (immutable from then on) and queued for the spiller, which
+writes it to a cold segment; only then is it dropped from the read chain. Reads check
+the active segment, then sealed ones newest first, then the cold tier.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tuffdb.storage.log_file import LogFile
+
+
+class _Tombstone:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "TOMBSTONE"
+
+
+TOMBSTONE = _Tombstone()
+# Memory charged per record on top of key and value bytes (dict slot, list slots, header).
+RECORD_OVERHEAD_BYTES = 64
+
+
+class HotSegment:
+    __slots__ = ("bytes", "expiry", "id", "index", "pending", "sealed", "spilled", "wal",
+                 "wal_path")
+
+    def __init__(self, seg_id: int, *, logged: bool) -> None:
+        self.id = seg_id
+        self.index: dict[bytes, object] = {}
+        self.expiry: dict[bytes, int] = {}  # key -> expiry ms, for this segment's versions
+        self.pending: list[bytes] | None = [] if logged else None
+        self.bytes = 0
+        self.sealed = False
+        self.spilled = False
+        self.wal: LogFile | None = None
+        self.wal_path: Path | None = None
+
+    def __repr__(self) -> str:
+        state = "spilled" if self.spilled else "sealed" if self.sealed else "active"
+        return f"<HotSegment {self.id} {state} {len(self.index)} keys {self.bytes} B>"

@@ -1,0 +1,131 @@
+"""Compaction: merge cold segments, keeping only live records (Bitcask's merge).
+
+A record is live when the keydir still points at it. The output gets a new id and the
+*highest seq of its inputs*, so on open it sorts where its newest input did and cannot
+shadow a newer version held by a segment outside the merge. Tombstones are dropped only
+when the inputs include every older segment (nothing older could be resurrected).
+Crash safety: the output and its hint are durable (and list their inputs in
+``supersedes``) before any input is deleted; open finishes an interrupted swap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tuffdb import metrics
+from tuffdb._format.kv import OP_PUT
+from tuffdb.kv.cold import ColdSegment, data_path, hint_path, write_segment
+from tuffdb.kv.records import iter_records
+from tuffdb.storage.files import remove_durably
+
+if TYPE_CHECKING:
+    from tuffdb.kv.store import KVStore
+
+MAX_MERGE_VALUE_BYTES = 256 << 20
+SMALL_SEGMENT_COUNT = 8
+
+
+def compact_all(store: KVStore) -> dict[str, int]:
+    """Merge every cold segment (in groups of at most MAX_MERGE_VALUE_BYTES)."""
+    with store._bg_mutex:
+        segs = list(store._cold_order)
+        before = sum(s.file_size for s in segs)
+        groups: list[list[ColdSegment]] = []
+        size = 0
+        for s in segs:
+            if not groups or size + s.live_bytes > MAX_MERGE_VALUE_BYTES:
+                groups.append([])
+                size = 0
+            groups[-1].append(s)
+            size += s.live_bytes
+        merged = 0
+        for i, g in enumerate(groups):
+            tombs = g[0].meta.get("tombstones", 0) > 0
+            if len(g) > 1 or g[0].live_bytes < g[0].value_bytes or (i == 0 and tombs):
+                merge_segments(store, g)
+                merged += len(g)
+        after = sum(s.file_size for s in store._cold_order)
+    return {"segments_merged": merged, "bytes_before": before, "bytes_after": after,
+            "segments": len(store._cold_order)}
+
+
+def compact_background(store: KVStore) -> None:
+    """Merge segments past the dead-fraction threshold, and runs of small segments."""
+    with store._bg_mutex:
+        order = store._cold_order
+        keep = 1 - store._compaction_threshold
+        cands = [s for s in order if s.value_bytes and s.live_bytes < s.value_bytes * keep]
+        small = [s for s in order if s.file_size < store._hot_bytes // 4]
+        if len(small) >= SMALL_SEGMENT_COUNT:
+            cands = sorted({*cands, *small}, key=lambda s: (s.seq, s.id))
+        if not cands or (len(cands) == 1 and cands[0].live_bytes >= cands[0].value_bytes):
+            return
+        group: list[ColdSegment] = []
+        size = 0
+        for s in cands:
+            if size + s.live_bytes > MAX_MERGE_VALUE_BYTES and group:
+                break
+            group.append(s)
+            size += s.live_bytes
+        merge_segments(store, group)
+
+
+def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
+    """Rewrite ``group`` (in (seq, id) order) as one segment of its live records."""
+    kd = store._keydir
+    order = store._cold_order
+    ids = {s.id for s in group}
+    drop_tombs = all(s.id in ids for s in order[: len(group)])
+    keys: list[bytes] = []
+    vals: list[bytes | None] = []
+    expiry: dict[bytes, int] = {}
+    src: list[int] = []
+    tombs: dict[bytes, None] = {}
+    for seg in group:
+        for b in range(seg.nblocks):
+            base = (seg.id << 64) | (b << 48)
+            for r in iter_records(seg.read_block(b), str(seg.path)):
+                if r.op == OP_PUT:
+                    loc = base | (r.value_offset << 28) | len(r.value)
+                    if kd.get(r.key) == loc:
+                        keys.append(r.key)
+                        vals.append(r.value)
+                        src.append(loc)
+                        if r.expiry_ms:
+                            expiry[r.key] = r.expiry_ms
+                elif not drop_tombs and r.key not in kd:
+                    tombs[r.key] = None
+    live_bytes = sum(map(len, vals))  # type: ignore[arg-type]
+    out: ColdSegment | None = None
+    if keys or tombs:
+        with store._lock:
+            new_id = store._next_id
+            store._next_id += 1
+        seq = max(s.seq for s in group)
+        all_keys = keys + list(tombs)
+        all_vals = vals + [None] * len(tombs)
+        out, entries = write_segment(store._dir, new_id, seq, all_keys, all_vals, expiry,
+                                     store._codec, supersedes=tuple(sorted(ids)))
+        new_locs = entries.locations(new_id)
+        out.live_bytes = live_bytes
+    with store._lock:
+        if out is not None:
+            for k, old, new in zip(keys, src, new_locs, strict=False):
+                if kd.get(k) == old:
+                    kd[k] = new
+                else:
+                    out.live_bytes -= new & ((1 << 28) - 1)
+            store._cold[out.id] = out
+        for s in group:
+            store._cold.pop(s.id, None)
+        store._cold_order = sorted(store._cold.values(), key=lambda s: (s.seq, s.id))
+        old_retired, store._retired = store._retired, list(group)
+    with store._cache_lock:
+        for gid in [g for g in store._cache if (g >> 16) in ids]:
+            store._cache_size -= len(store._cache.pop(gid))
+    for s in old_retired:
+        s.close()
+    remove_durably([p for s in group for p in (data_path(store._dir, s.id), hint_path(store._dir, s.id))])
+    reclaimed = sum(s.file_size for s in group) - (out.file_size if out else 0)
+    metrics.KV_COMPACTIONS.inc()
+    metrics.KV_COMPACTED_BYTES.inc(max(0, reclaimed))

@@ -1,0 +1,48 @@
+"""Encode and parse runs of KV records (layout in tuffdb._format.kv)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from tuffdb._format.kv import OP_MASK, OP_TTL, RECORD, RECORD_SIZE, RECORD_TTL
+from tuffdb.errors import CorruptionError
+
+
+class Record(NamedTuple):
+    op: int  # OP_PUT or OP_DELETE (TTL flag stripped)
+    key: bytes
+    value: bytes
+    expiry_ms: int  # 0 = none
+    value_offset: int  # offset of the value in the parsed buffer
+
+
+def iter_records(buf: bytes, where: str = "") -> Iterator[Record]:
+    """Parse a run of records; CorruptionError if the run is malformed."""
+    pos = 0
+    end = len(buf)
+    unpack = RECORD.unpack_from
+    while pos < end:
+        if end - pos < RECORD_SIZE:
+            raise CorruptionError("truncated KV record header", path=where, offset=pos)
+        op, klen, vlen = unpack(buf, pos)
+        expiry = 0
+        if op & OP_TTL:
+            expiry = RECORD_TTL.unpack_from(buf, pos)[3]
+            pos += RECORD_TTL.size
+        else:
+            pos += RECORD_SIZE
+        kind = op & OP_MASK
+        if kind not in (1, 2) or pos + klen + vlen > end:
+            raise CorruptionError(f"bad KV record (op {op}, klen {klen}, vlen {vlen})",
+                                  path=where, offset=pos)
+        key = buf[pos : pos + klen]
+        voff = pos + klen
+        pos = voff + vlen
+        yield Record(kind, key, buf[voff:pos], expiry, voff)
+
+
+def encode_record(op: int, key: bytes, value: bytes, expiry_ms: int = 0) -> bytes:
+    if expiry_ms:
+        return RECORD_TTL.pack(op | OP_TTL, len(key), len(value), expiry_ms) + key + value
+    return RECORD.pack(op, len(key), len(value)) + key + value

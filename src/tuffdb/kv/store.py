@@ -1,0 +1,577 @@
+"""KVStore: the public embedded KV engine (design: docs/design/kv.md).
+
+Lifecycle of a write: validate sizes -> under the store lock, insert into the active
+hot segment's index and (when a log is kept) append the framed record to its pending
+list -> return, or wait for the group commit that carries it (``durability="always"``).
+A full segment is sealed and queued; the background thread spills it to a compressed
+cold segment plus hint file and moves its keys to the keydir.
+
+Lifecycle of a read: active index -> sealed indexes newest first -> keydir location ->
+block cache -> positional read of one checksummed block. Reads take no lock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from tuffdb import metrics
+from tuffdb._format.kv import MAX_KEY_SIZE, MAX_VALUE_SIZE, OP_DELETE, OP_PUT, OP_TTL, RECORD, RECORD_TTL
+from tuffdb.errors import ClosedError, LimitExceeded, NotFoundError, ProgrammingError
+from tuffdb.kv import background, recovery
+from tuffdb.kv.cold import ColdSegment
+from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES, TOMBSTONE, HotSegment
+from tuffdb.storage.codec import Codec
+from tuffdb.storage.group_commit import GroupCommitter
+from tuffdb.storage.lock import DirLock
+from tuffdb.storage.poison import Poison
+
+DURABILITY_MODES = ("always", "interval", "none")
+_PUT_PACK = RECORD.pack
+_TTL_PACK = RECORD_TTL.pack
+
+
+def _as_bytes(x: Any, what: str) -> bytes:
+    if type(x) is bytes:
+        return x
+    if isinstance(x, (bytearray, memoryview)):
+        return bytes(x)
+    if isinstance(x, str) and what == "key":
+        return x.encode()
+    raise ProgrammingError(f"{what} must be bytes, not {type(x).__name__}")
+
+
+class KVStore(MutableMapping[bytes, bytes]):
+    """A thread-safe hash-log KV store with an in-memory hot tier. Use :meth:`open`."""
+
+    # -- opening -----------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        durability: str = "interval",
+        interval_ms: int = 200,
+        cache_bytes: int = 64 << 20,
+        hot_bytes: int = 8 << 20,
+        encryption_key: bytes | None = None,
+        compression: str | None = "zstd",
+        max_sealed: int = 4,
+        compaction_threshold: float = 0.5,
+        background_compaction: bool = True,
+        expiry_interval_s: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> KVStore:
+        """Open (creating if needed) the store in directory ``path``.
+
+        :raises LockTimeout: another process has the directory open.
+        :raises WrongKeyError: ``encryption_key`` does not match the data.
+        :raises CorruptionError: a sealed file is damaged beyond a torn tail.
+        """
+        if durability not in DURABILITY_MODES:
+            raise ProgrammingError(f"durability must be one of {DURABILITY_MODES}")
+        if interval_ms <= 0 or hot_bytes <= 0 or cache_bytes < 0:
+            raise ProgrammingError("interval_ms and hot_bytes must be > 0, cache_bytes >= 0")
+        return cls(
+            Path(path), durability=durability, interval_ms=interval_ms, cache_bytes=cache_bytes,
+            hot_bytes=hot_bytes, codec=Codec(compression=compression, key=encryption_key),
+            max_sealed=max_sealed, compaction_threshold=compaction_threshold,
+            background_compaction=background_compaction, expiry_interval_s=expiry_interval_s,
+            clock=clock,
+        )
+
+    def __init__(self, directory: Path, *, durability: str, interval_ms: int, cache_bytes: int,
+                 hot_bytes: int, codec: Codec, max_sealed: int, compaction_threshold: float,
+                 background_compaction: bool, expiry_interval_s: float,
+                 clock: Callable[[], float]) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._dir = directory
+        self._dirlock = DirLock(directory)
+        self._durability = durability
+        self._interval_ms = interval_ms
+        self._logged = durability != "none"
+        self._hot_bytes = hot_bytes
+        self._max_sealed = max(1, max_sealed)
+        self._codec = codec
+        self._clock = clock
+        self._poison = Poison()
+        self._lock = threading.Lock()
+        self._space_cv = threading.Condition(self._lock)
+        self._bg_mutex = threading.RLock()  # held by the background thread while it changes the cold tier
+        self._closed = False
+        self._closing = False
+        self._keydir: dict[bytes, int] = {}
+        self._expiry: dict[bytes, int] = {}
+        self._expiry_heap: list[tuple[int, bytes]] = []
+        self._cold: dict[int, ColdSegment] = {}
+        self._cold_order: list[ColdSegment] = []
+        self._retired: list[ColdSegment] = []
+        self._cache: dict[int, bytes] = {}
+        self._cache_size = 0
+        self._cache_limit = cache_bytes
+        self._cache_lock = threading.Lock()
+        self._cache_hits = 0
+        self._cache_misses = 0
+        self._sealed: list[HotSegment] = []
+        self._unflushed: list[HotSegment] = []
+        self._sorted_keys: list[bytes] | None = None
+        self._compaction_threshold = compaction_threshold
+        self._background_compaction = background_compaction
+        self._expiry_interval_s = expiry_interval_s
+        self._requests: list[tuple[str, Any, Future[Any]]] = []
+        self.recovery = recovery.RecoveryStats()
+        try:
+            next_id = recovery.recover(self)
+        except BaseException:
+            self._dirlock.release()
+            raise
+        self._next_id = next_id + 1
+        self._active = HotSegment(next_id, logged=self._logged)
+        if self._logged:
+            self._unflushed.append(self._active)
+        self._rechain()
+        self._committer = GroupCommitter(
+            lock=self._lock, drain=self._drain, write=self._write_drained, poison=self._poison,
+            interval_s=self._commit_interval(), name="tuffdb-kv-commit",
+        )
+        self._bg = threading.Thread(target=background.run, args=(self,), name="tuffdb-kv-bg",
+                                    daemon=True)
+        self._bg.start()
+
+    def _commit_interval(self) -> float | None:
+        return self._interval_ms / 1000 if self._logged else None
+
+    def _rechain(self) -> None:
+        """Rebuild the read chain (newest first). Hold the lock (or be in __init__)."""
+        self._chain = (self._active.index, *(s.index for s in reversed(self._sealed)))
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # -- writes --------------------------------------------------------------------------
+    def put(self, key: bytes, value: bytes, ttl: float | None = None, *,
+            sync: bool | None = None) -> None:
+        """Store ``value`` under ``key``, optionally expiring after ``ttl`` seconds.
+
+        Returns once the record is in the hot tier, or once it is fsynced when the store's
+        durability is ``"always"`` (or ``sync=True``).
+
+        :raises LimitExceeded: key over 65,535 bytes or value over 268,435,455 bytes.
+        :raises PoisonedError: an earlier write or fsync failed.
+        """
+        if type(key) is not bytes:
+            key = _as_bytes(key, "key")
+        if type(value) is not bytes:
+            value = _as_bytes(value, "value")
+        if len(key) > MAX_KEY_SIZE or len(value) > MAX_VALUE_SIZE:
+            self._too_big(key, value)
+        with self._lock:
+            if self._closed or self._poison.cause is not None:
+                self._check_writable()
+            seg = self._active
+            if ttl is None:
+                seg.index[key] = value
+                if seg.pending is not None:
+                    seg.pending += (_PUT_PACK(OP_PUT, len(key), len(value)), key, value)
+                if self._expiry:
+                    self._clear_expiry(seg, key)
+            else:
+                self._put_ttl(seg, key, value, ttl)
+            seg.bytes += len(key) + len(value) + RECORD_OVERHEAD_BYTES
+            self._sorted_keys = None
+            if seg.bytes >= self._hot_bytes:
+                self._seal_locked()
+            if sync is None:
+                if self._durability != "always":
+                    return
+            elif not sync:
+                return
+            ticket = self._committer.ticket()
+        self._wait(ticket)
+
+    def _put_ttl(self, seg: HotSegment, key: bytes, value: bytes, ttl: float) -> None:
+        exp = self._now_ms() + max(1, int(ttl * 1000))
+        seg.index[key] = value
+        seg.expiry[key] = exp
+        self._expiry[key] = exp
+        heapq.heappush(self._expiry_heap, (exp, key))
+        if seg.pending is not None:
+            seg.pending += (_TTL_PACK(OP_PUT | OP_TTL, len(key), len(value), exp), key, value)
+
+    def _clear_expiry(self, seg: HotSegment, key: bytes) -> None:
+        self._expiry.pop(key, None)
+        if seg.expiry:
+            seg.expiry.pop(key, None)
+
+    def put_many(self, items: Iterable[tuple[bytes, bytes]] | Mapping[bytes, bytes],
+                 ttl: float | None = None, *, sync: bool | None = None) -> None:
+        """Store many pairs under one lock round and one group commit (not atomic on crash
+        beyond the batch frame it lands in)."""
+        pairs = list(items.items()) if isinstance(items, Mapping) else list(items)
+        norm = []
+        for k, v in pairs:
+            k = k if type(k) is bytes else _as_bytes(k, "key")
+            v = v if type(v) is bytes else _as_bytes(v, "value")
+            if len(k) > MAX_KEY_SIZE or len(v) > MAX_VALUE_SIZE:
+                self._too_big(k, v)
+            norm.append((k, v))
+        with self._lock:
+            self._check_writable()
+            for k, v in norm:
+                seg = self._active
+                if ttl is None:
+                    seg.index[k] = v
+                    if seg.pending is not None:
+                        seg.pending += (_PUT_PACK(OP_PUT, len(k), len(v)), k, v)
+                    if self._expiry:
+                        self._clear_expiry(seg, k)
+                else:
+                    self._put_ttl(seg, k, v, ttl)
+                seg.bytes += len(k) + len(v) + RECORD_OVERHEAD_BYTES
+                if seg.bytes >= self._hot_bytes:
+                    self._seal_locked()
+            self._sorted_keys = None
+            ticket = self._committer.ticket()
+        if sync or (sync is None and self._durability == "always"):
+            self._wait(ticket)
+
+    def delete(self, key: bytes, *, sync: bool | None = None) -> bool:
+        """Remove ``key``; True if it existed. Writes a tombstone only when it existed."""
+        return self.delete_many((key,), sync=sync) == 1
+
+    def delete_many(self, keys: Iterable[bytes], *, sync: bool | None = None) -> int:
+        """Remove keys; return how many existed."""
+        ks = [k if type(k) is bytes else _as_bytes(k, "key") for k in keys]
+        n = 0
+        with self._lock:
+            self._check_writable()
+            for k in ks:
+                if self._get_locked(k) is None:
+                    continue
+                self._tombstone_locked(k)
+                n += 1
+            if not n:
+                return 0
+            ticket = self._committer.ticket()
+        if sync or (sync is None and self._durability == "always"):
+            self._wait(ticket)
+        return n
+
+    def _tombstone_locked(self, k: bytes, *, wait: bool = True) -> None:
+        seg = self._active
+        seg.index[k] = TOMBSTONE
+        if seg.pending is not None:
+            seg.pending += (_PUT_PACK(OP_DELETE, len(k), 0), k, b"")
+        if self._expiry:
+            self._clear_expiry(seg, k)
+        seg.bytes += len(k) + RECORD_OVERHEAD_BYTES
+        self._sorted_keys = None
+        if seg.bytes >= self._hot_bytes:
+            self._seal_locked(wait=wait)
+
+    def _too_big(self, key: bytes, value: bytes) -> None:
+        if len(key) > MAX_KEY_SIZE:
+            raise LimitExceeded(f"key is {len(key)} bytes; the limit is {MAX_KEY_SIZE}")
+        raise LimitExceeded(f"value is {len(value)} bytes; the limit is {MAX_VALUE_SIZE}")
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise ClosedError("the store is closed; open it again")
+        self._poison.check()
+
+    def _seal_locked(self, *, wait: bool = True) -> None:
+        seg = self._active
+        seg.sealed = True
+        self._sealed.append(seg)
+        self._active = HotSegment(self._next_id, logged=self._logged)
+        self._next_id += 1
+        if self._logged:
+            self._unflushed.append(self._active)
+        self._rechain()
+        metrics.KV_SEALED_PENDING.set(len(self._sealed))
+        self._space_cv.notify_all()
+        # Back-pressure: a bounded queue of sealed segments awaiting spill.
+        while (wait and len(self._sealed) > self._max_sealed and not self._poison
+               and not self._closing):
+            self._space_cv.wait()
+
+    def _wait(self, ticket: int) -> None:
+        t0 = time.perf_counter()
+        if self._logged:
+            self._committer.wait(ticket)
+        else:
+            self.sync()
+        metrics.KV_DURABLE_WAIT_SECONDS.observe(time.perf_counter() - t0)
+
+    # -- group commit (called by the committer thread) -----------------------------------
+    def _drain(self) -> list[tuple[HotSegment, list[bytes] | None]]:
+        """Under the store lock: take every segment's pending records."""
+        work: list[tuple[HotSegment, list[bytes] | None]] = []
+        for seg in self._unflushed:
+            p = seg.pending
+            if p:
+                seg.pending = []
+                work.append((seg, None if seg.spilled else p))
+            elif seg.sealed:
+                work.append((seg, None))
+        if work and any(s.sealed for s, _ in work):
+            self._unflushed = [s for s in self._unflushed if not s.sealed]
+        return work
+
+    def _write_drained(self, work: list[tuple[HotSegment, list[bytes] | None]]) -> int:
+        return recovery.write_wal_batches(self, work)
+
+    # -- reads ---------------------------------------------------------------------------
+    def get(self, key: bytes, default: Any = None) -> Any:
+        """The value stored under ``key``, or ``default`` (None)."""
+        if self._closed:
+            raise ClosedError("the store is closed; open it again")
+        if self._expiry:
+            exp = self._expiry.get(key)
+            if exp is not None and exp <= self._now_ms():
+                return default
+        for d in self._chain:
+            v = d.get(key)
+            if v is not None:
+                return default if v is TOMBSTONE else v
+        loc = self._keydir.get(key)
+        if loc is None:
+            return default
+        gid = loc >> 48
+        blk = self._cache.get(gid)
+        if blk is None:
+            blk = self._load_block(gid)
+            self._cache_misses += 1
+        off = (loc >> 28) & 0xFFFFF
+        return blk[off : off + (loc & 0xFFFFFFF)]
+
+    def _get_locked(self, key: bytes) -> bytes | None:
+        return self.get(key)
+
+    def _load_block(self, gid: int) -> bytes:
+        seg = self._cold.get(gid >> 16)
+        if seg is None:
+            seg = next((s for s in self._retired if s.id == gid >> 16), None)
+            if seg is None:
+                raise ClosedError("the store is closed") if self._closed else KeyError(gid)
+        raw = seg.read_block(gid & 0xFFFF)
+        metrics.KV_GETS.inc()
+        size = len(raw)
+        if size <= self._cache_limit:
+            with self._cache_lock:
+                cache = self._cache
+                while self._cache_size + size > self._cache_limit and cache:
+                    self._cache_size -= len(cache.pop(next(iter(cache))))
+                if gid not in cache:
+                    cache[gid] = raw
+                    self._cache_size += size
+        return raw
+
+    def get_many(self, keys: Iterable[bytes]) -> list[bytes | None]:
+        get = self.get
+        return [get(k) for k in keys]
+
+    def exists(self, key: bytes) -> bool:
+        return self.get(key) is not None
+
+    # -- TTL -------------------------------------------------------------------------------
+    def expire(self, key: bytes, seconds: float) -> bool:
+        """Set a TTL on an existing key; False if it does not exist."""
+        with self._lock:
+            v = self._get_locked(key)
+        if v is None:
+            return False
+        self.put(key, v, ttl=seconds)
+        return True
+
+    def persist(self, key: bytes) -> bool:
+        """Drop the TTL of ``key``; False if the key is absent or has no TTL."""
+        v = self.get(key)
+        if v is None or key not in self._expiry:
+            return False
+        self.put(key, v)
+        return True
+
+    def ttl(self, key: bytes) -> float | None:
+        """Remaining seconds before ``key`` expires; None if it has no TTL.
+
+        :raises NotFoundError: the key does not exist.
+        """
+        if self.get(key) is None:
+            raise NotFoundError(key)
+        exp = self._expiry.get(key)
+        return None if exp is None else max(0.0, (exp - self._now_ms()) / 1000)
+
+    # -- ordered access ------------------------------------------------------------------
+    def _live_keys(self) -> list[bytes]:
+        with self._lock:
+            cached = self._sorted_keys
+            if cached is not None:
+                return cached
+            keys = set(self._keydir)
+            for d in reversed(self._chain):
+                for k, v in d.items():
+                    if v is TOMBSTONE:
+                        keys.discard(k)
+                    else:
+                        keys.add(k)
+            out = sorted(keys)
+            self._sorted_keys = out
+            return out
+
+    def scan(self, prefix: bytes = b"", start: bytes | None = None,
+             end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) pairs in key order: ``prefix`` match, ``start`` <= key < ``end``."""
+        import bisect
+
+        keys = self._live_keys()
+        lo = max(prefix, start) if start is not None else prefix
+        i = bisect.bisect_left(keys, lo)
+        get = self.get
+        for k in keys[i:]:
+            if end is not None and k >= end:
+                break
+            if not k.startswith(prefix):
+                break
+            v = get(k)
+            if v is not None:
+                yield k, v
+
+    def __iter__(self) -> Iterator[bytes]:
+        return (k for k, _ in self.scan())
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.scan())
+
+    def __getitem__(self, key: bytes) -> bytes:
+        v = self.get(key)
+        if v is None:
+            raise NotFoundError(key)
+        return v
+
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        self.put(key, value)
+
+    def __delitem__(self, key: bytes) -> None:
+        if not self.delete(key):
+            raise NotFoundError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, (bytes, str)) and self.get(key) is not None  # type: ignore[arg-type]
+
+    # -- server hooks ----------------------------------------------------------------------
+    @property
+    def durability(self) -> str:
+        return self._durability
+
+    def write_ticket(self) -> int:
+        """A ticket covering every write issued so far (see :meth:`when_durable`)."""
+        with self._lock:
+            return self._committer.ticket()
+
+    def when_durable(self, ticket: int) -> Future[None]:
+        """A future done once the writes covered by ``ticket`` are fsynced.
+
+        With ``durability="none"`` nothing is logged, so it is done at once: that mode
+        promises nothing before spill, ``sync()`` or ``close()``.
+        """
+        if not self._logged:
+            fut: Future[None] = Future()
+            fut.set_result(None)
+            return fut
+        return self._committer.future(ticket)
+
+    def set_durability(self, mode: str, interval_ms: int | None = None) -> None:
+        """Change durability live; the active segment is sealed when logging turns on/off."""
+        if mode not in DURABILITY_MODES:
+            raise ProgrammingError(f"durability must be one of {DURABILITY_MODES}")
+        with self._lock:
+            self._check_writable()
+            if interval_ms is not None:
+                self._interval_ms = interval_ms
+            logged = mode != "none"
+            self._durability = mode
+            if logged != self._logged:
+                self._logged = logged
+                if self._active.index:
+                    self._seal_locked()
+                else:
+                    self._active = HotSegment(self._active.id, logged=logged)
+                    if logged:
+                        self._unflushed.append(self._active)
+                    self._rechain()
+        self._committer.set_interval(self._commit_interval())
+
+    # -- maintenance -----------------------------------------------------------------------
+    def sync(self) -> None:
+        """Make every write so far durable (seal and spill when no log is kept)."""
+        if self._logged:
+            with self._lock:
+                self._check_writable()
+                ticket = self._committer.ticket()
+            self._committer.wait(ticket)
+            return
+        with self._lock:
+            self._check_writable()
+            if self._active.index:
+                self._seal_locked()
+            target = self._active.id
+        self._request("spill_until", target)
+
+    def compact(self) -> dict[str, int]:
+        """Spill the hot tier and merge cold segments with dead records; return a summary."""
+        self.sync()
+        return self._request("compact", None)
+
+    def check(self) -> list[str]:
+        """Verify checksums, hint files and keydir/log agreement; problems as strings."""
+        from tuffdb.kv.check import check_store
+
+        return check_store(self)
+
+    def stats(self) -> dict[str, Any]:
+        from tuffdb.kv.check import store_stats
+
+        return store_stats(self)
+
+    def _request(self, what: str, arg: Any) -> Any:
+        fut: Future[Any] = Future()
+        with self._lock:
+            if self._closed:
+                raise ClosedError("the store is closed; open it again")
+            self._requests.append((what, arg, fut))
+            self._space_cv.notify_all()
+        return fut.result()
+
+    def close(self) -> None:
+        """Spill the hot tier, fsync, stop background threads, release the directory."""
+        with self._lock:
+            if self._closed or self._closing:
+                return
+            self._closing = True
+            if self._active.index and not self._poison:
+                self._seal_locked()
+            self._space_cv.notify_all()
+        self._bg.join()
+        self._committer.close()
+        with self._lock:
+            self._closed = True
+            self._chain = ()
+        for seg in [*self._cold_order, *self._retired]:
+            seg.close()
+        self._cache.clear()
+        self._dirlock.release()
+
+    def __enter__(self) -> KVStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<KVStore {str(self._dir)!r} durability={self._durability}>"

@@ -1,0 +1,175 @@
+"""Group commit: one committer thread, one write and one fsync per group of writers.
+
+Writers put their records into a store-owned buffer under the store's lock and take a
+*ticket* (:meth:`GroupCommitter.ticket`). The committer thread runs *rounds*: under the
+store lock it calls ``drain()`` (which swaps out the buffered records) and numbers the
+round; outside the lock it calls ``write(drained)``, which writes and fsyncs. When that
+returns, every ticket up to the round number is durable and its waiters are released:
+threads blocked in :meth:`wait` and futures from :meth:`future` (for asyncio servers).
+
+Rounds start when a waiter asks (durable writes), on :meth:`kick`, and every
+``interval_s / 2`` when an interval is set, which bounds the loss window in time: a
+record written at ``t`` is on disk by ``t + interval_s`` even if nothing follows it.
+
+IMPORTANT: a failed write or fsync poisons the store; waiters of that round and every
+later one get PoisonedError, never a false acknowledgement.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from tuffdb import metrics
+from tuffdb.errors import ClosedError
+from tuffdb.storage.poison import Poison
+
+
+class GroupCommitter:
+    def __init__(
+        self,
+        *,
+        lock: threading.Lock | threading.RLock,
+        drain: Callable[[], Any],
+        write: Callable[[Any], int],
+        poison: Poison,
+        interval_s: float | None,
+        name: str = "tuffdb-commit",
+    ) -> None:
+        self._store_lock = lock
+        self._drain = drain
+        self._write = write
+        self._poison = poison
+        self._interval_s = interval_s
+        self._cv = threading.Condition(threading.Lock())
+        self._started = 0  # rounds started (drained)
+        self._durable = 0  # rounds completed and fsynced
+        self._urgent = False
+        self._closing = False
+        self._futures: list[tuple[int, Future[None]]] = []
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    # -- writer side (call ticket() while holding the store lock) -----------------------
+    def ticket(self) -> int:
+        """The round that will carry every write made so far. Hold the store lock."""
+        return self._started + 1
+
+    @property
+    def durable_ticket(self) -> int:
+        return self._durable
+
+    def wait(self, ticket: int) -> None:
+        """Block until ``ticket`` is durable; PoisonedError if its round failed."""
+        with self._cv:
+            while self._durable < ticket:
+                self._poison.check()
+                if self._closing and not self._thread.is_alive():
+                    raise ClosedError("the store closed before this write was made durable")
+                self._urgent = True
+                self._cv.notify_all()
+                self._cv.wait()
+        self._poison.check()
+
+    def future(self, ticket: int) -> Future[None]:
+        fut: Future[None] = Future()
+        with self._cv:
+            if self._durable >= ticket:
+                fut.set_result(None)
+            elif self._poison:
+                fut.set_exception(self._poison_error())
+            else:
+                self._futures.append((ticket, fut))
+                self._urgent = True
+                self._cv.notify_all()
+        return fut
+
+    def kick(self) -> None:
+        with self._cv:
+            self._urgent = True
+            self._cv.notify_all()
+
+    def set_interval(self, interval_s: float | None) -> None:
+        with self._cv:
+            self._interval_s = interval_s
+            self._cv.notify_all()
+
+    def close(self) -> None:
+        """Run a final round, stop the thread."""
+        with self._cv:
+            self._closing = True
+            self._urgent = True
+            self._cv.notify_all()
+        self._thread.join()
+
+    # -- committer thread ------------------------------------------------------------------
+    def _poison_error(self) -> BaseException:
+        try:
+            self._poison.check()
+        except BaseException as exc:  # noqa: BLE001 - we want the exact error object
+            return exc
+        return RuntimeError("not poisoned")
+
+    def _run(self) -> None:
+        next_tick = time.monotonic()
+        while True:
+            with self._cv:
+                while not self._urgent:
+                    if self._interval_s is None:
+                        self._cv.wait()
+                        continue
+                    delay = next_tick - time.monotonic()
+                    if delay <= 0:
+                        break
+                    self._cv.wait(delay)
+                self._urgent = False
+                closing = self._closing
+            if self._interval_s is not None:
+                next_tick = time.monotonic() + self._interval_s / 2
+            self._round()
+            if closing:
+                with self._cv:
+                    done = not self._urgent or bool(self._poison)
+                if done:
+                    self._fail_remaining()
+                    return
+
+    def _round(self) -> None:
+        if self._poison:
+            self._fail_remaining()
+            return
+        with self._store_lock:
+            self._started += 1
+            number = self._started
+            drained = self._drain()
+        try:
+            records = self._write(drained)
+        except BaseException as exc:  # noqa: BLE001 - any failure poisons
+            self._poison.set(exc)
+            self._fail_remaining()
+            return
+        if records:
+            metrics.GROUP_SIZE.observe(records)
+        with self._cv:
+            self._durable = number
+            ready = [f for t, f in self._futures if t <= number]
+            if ready:
+                self._futures = [(t, f) for t, f in self._futures if t > number]
+            self._cv.notify_all()
+        for f in ready:
+            f.set_result(None)
+
+    def _fail_remaining(self) -> None:
+        with self._cv:
+            futures, self._futures = self._futures, []
+            self._cv.notify_all()
+        for t, f in futures:
+            if self._poison:
+                f.set_exception(self._poison_error())
+            elif t <= self._durable:
+                f.set_result(None)
+            else:
+                f.set_exception(ClosedError("the store closed before this write was made durable"))

@@ -1,0 +1,135 @@
+"""One append-only log file: segment header, then frames (spec: docs/format/segment.md).
+
+The unit both :class:`~tuffdb.storage.segmented_log.SegmentedLog` and the KV hot-tier
+log are made of. Writes go through one fd at the end of the file; ``sync`` is an
+``fdatasync`` (appends change the size, which fdatasync does persist).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from pathlib import Path
+
+from tuffdb import metrics
+from tuffdb._failpoints import failpoint
+from tuffdb._format.record import Frame, scan_frames
+from tuffdb._format.segment import SEGMENT_HEADER_SIZE, SegmentHeader, unpack_header
+from tuffdb.errors import ClosedError, CorruptionError, RecoveredTailWarning, WrongKeyError
+from tuffdb.storage.files import fsync_dir, fsync_fd, write_all
+from tuffdb.storage.poison import Poison
+
+
+class LogFile:
+    """An open log file positioned at its end. One writer thread at a time."""
+
+    def __init__(self, path: Path, fd: int, header: SegmentHeader, size: int, poison: Poison):
+        self.path = path
+        self.header = header
+        self.size = size  # bytes after the header
+        self.poison = poison
+        self.bytes_dropped = 0
+        self.drop_reason: str | None = None
+        self._fd: int | None = fd
+        self._dirty = False
+
+    @classmethod
+    def create(
+        cls, path: Path, *, file_kind: int, base_address: int, key_id: int, poison: Poison
+    ) -> LogFile:
+        """Create the file with its header, fsync it and its directory."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        head = SegmentHeader(file_kind, 0, base_address, int(time.time() * 1000), key_id)
+        try:
+            write_all(fd, head.pack())
+            fsync_fd(fd)
+            fsync_dir(path.parent)
+        except OSError as exc:
+            os.close(fd)
+            poison.set(exc)
+            raise
+        return cls(path, fd, head, 0, poison)
+
+    @classmethod
+    def open_existing(
+        cls, path: Path, *, file_kind: int, key_id: int, poison: Poison, recover: bool = True
+    ) -> tuple[LogFile, list[Frame]]:
+        """Open, validate the header, scan all frames; truncate a torn tail if ``recover``.
+
+        Returns the file and its committed frames. Without ``recover`` any invalid byte
+        raises CorruptionError.
+        """
+        data = path.read_bytes()
+        hdr = unpack_header(data[:SEGMENT_HEADER_SIZE], str(path))
+        if hdr.file_kind != file_kind:
+            raise CorruptionError(f"file kind {hdr.file_kind}, expected {file_kind}", path=str(path))
+        if hdr.key_id != key_id:
+            raise WrongKeyError(f"{path} was written with a different encryption key (or none)")
+        res = scan_frames(data, SEGMENT_HEADER_SIZE)
+        keep = res.committed_end
+        dropped = len(data) - keep
+        fd = os.open(path, os.O_RDWR)
+        log = cls(path, fd, hdr, keep - SEGMENT_HEADER_SIZE, poison)
+        if dropped:
+            reason = res.error or "uncommitted frames after the last COMMIT"
+            if not recover:
+                os.close(fd)
+                raise CorruptionError(reason, path=str(path), offset=keep)
+            os.ftruncate(fd, keep)
+            fsync_fd(fd)
+            log.bytes_dropped, log.drop_reason = dropped, reason
+            warnings.warn(
+                f"{path}: dropped {dropped} bytes of torn tail ({reason})",
+                RecoveredTailWarning,
+                stacklevel=3,
+            )
+        os.lseek(fd, 0, os.SEEK_END)
+        return log, [f for f in res.frames if f.offset < keep]
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def append(self, data: bytes) -> int:
+        """Write whole frames at the end; return their offset after the header."""
+        self.poison.check()
+        if self._fd is None:
+            raise ClosedError(f"{self.path} is closed")
+        at = self.size
+        try:
+            failpoint("before_log_write")
+            write_all(self._fd, data)
+        except OSError as exc:
+            self.poison.set(exc)
+            raise
+        self.size += len(data)
+        self._dirty = True
+        metrics.LOG_WRITES.inc()
+        metrics.LOG_BYTES.inc(len(data))
+        return at
+
+    def sync(self) -> None:
+        if not self._dirty or self._fd is None:
+            return
+        self.poison.check()
+        t0 = time.perf_counter()
+        try:
+            failpoint("before_sync_segment")
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            self.poison.set(exc)
+            raise
+        metrics.FSYNCS.inc()
+        metrics.FSYNC_SECONDS.observe(time.perf_counter() - t0)
+        self._dirty = False
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            if not self.poison:
+                self.sync()
+        finally:
+            os.close(self._fd)
+            self._fd = None
