@@ -1,0 +1,128 @@
+"""Storage codec for documents: MessagePack (msgspec) with one ext code per non-native type.
+
+Normative description: ``docs/format/documents.md``. Native MessagePack carries str, int,
+float, bool, nil, bin (Binary), array (Array) and map (Object); everything else is an ext:
+
+====  ==========  =====================================================
+code  type        payload
+====  ==========  =====================================================
+1     Decimal     ASCII text of ``str(d)``
+2     DateTime    ASCII ISO 8601 text (``datetime.isoformat()``; naive kept naive)
+3     UUID        16 raw bytes
+4     Duration    ``<qii`` days, seconds, microseconds (timedelta's own fields)
+5     Set         MessagePack array of the elements (each encoded like a field)
+6     Vector      little-endian float64 array
+7     Bytes       raw bytes (a ``bytearray``; Binary is native bin)
+8     Number      MessagePack int or float
+9     Tuple       MessagePack array (an Array given as a tuple comes back a tuple)
+====  ==========  =====================================================
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import struct
+import uuid
+from array import array
+from typing import Any
+
+import msgspec
+
+from tuffdb.documents.values import Number, Vector
+
+EXT_DECIMAL, EXT_DATETIME, EXT_UUID, EXT_DURATION = 1, 2, 3, 4
+EXT_SET, EXT_VECTOR, EXT_BYTES, EXT_NUMBER, EXT_TUPLE = 5, 6, 7, 8, 9
+DURATION = struct.Struct("<qii")
+
+_Ext = msgspec.msgpack.Ext
+_NATIVE = frozenset((str, int, float, bool, type(None), bytes))
+
+
+def to_store(value: Any) -> Any:
+    """Turn a typed value into MessagePack-native objects and Ext instances."""
+    t = type(value)
+    if t in _NATIVE:
+        return value
+    if t is dict:
+        return {k: to_store(v) for k, v in value.items()}
+    if t is list:
+        return [to_store(v) for v in value]
+    if t is decimal.Decimal:
+        return _Ext(EXT_DECIMAL, str(value).encode())
+    if t is dt.datetime:
+        return _Ext(EXT_DATETIME, value.isoformat().encode())
+    if t is uuid.UUID:
+        return _Ext(EXT_UUID, value.bytes)
+    if t is dt.timedelta:
+        return _Ext(EXT_DURATION, DURATION.pack(value.days, value.seconds, value.microseconds))
+    if t is set or t is frozenset:
+        return _Ext(EXT_SET, _ENC.encode([to_store(v) for v in value]))
+    if t is Vector:
+        return _Ext(EXT_VECTOR, array("d", value).tobytes())
+    if t is bytearray:
+        return _Ext(EXT_BYTES, bytes(value))
+    if t is Number:
+        return _Ext(EXT_NUMBER, _ENC.encode(value.value))
+    if t is tuple:
+        return _Ext(EXT_TUPLE, _ENC.encode([to_store(v) for v in value]))
+    for base in (bool, str, int, float, dict, list):  # subclasses: store as the base type
+        if isinstance(value, base):
+            return to_store(base(value))
+    raise TypeError(f"a {t.__name__} cannot be stored")
+
+
+def _ext_hook(code: int, data: memoryview) -> Any:
+    raw = bytes(data)
+    if code == EXT_DECIMAL:
+        return decimal.Decimal(raw.decode())
+    if code == EXT_DATETIME:
+        return dt.datetime.fromisoformat(raw.decode())
+    if code == EXT_UUID:
+        return uuid.UUID(bytes=raw)
+    if code == EXT_DURATION:
+        days, secs, micros = DURATION.unpack(raw)
+        return dt.timedelta(days=days, seconds=secs, microseconds=micros)
+    if code == EXT_SET:
+        return set(_DEC.decode(raw))
+    if code == EXT_VECTOR:
+        return Vector(array("d", raw))
+    if code == EXT_BYTES:
+        return bytearray(raw)
+    if code == EXT_NUMBER:
+        return Number(_DEC.decode(raw))
+    if code == EXT_TUPLE:
+        return tuple(_DEC.decode(raw))
+    raise ValueError(f"unknown document ext code {code}")
+
+
+_ENC = msgspec.msgpack.Encoder()
+_DEC = msgspec.msgpack.Decoder(ext_hook=_ext_hook)
+
+#: Stored record layout: ``[RECORD_VERSION, fields, ttl_seconds | nil, ttl_update_on_access]``.
+RECORD_VERSION = 1
+
+
+def pack_record(fields: dict[str, Any], ttl: float | None = None, touch: bool = False) -> bytes:
+    """Encode a record's fields (without ``id``) and its TTL settings."""
+    return _ENC.encode([RECORD_VERSION, to_store(fields), ttl, touch])
+
+
+def unpack_record(data: bytes) -> tuple[dict[str, Any], float | None, bool]:
+    """Decode what :func:`pack_record` wrote: ``(fields, ttl_seconds, touch)``."""
+    version, fields, ttl, touch = _DEC.decode(data)
+    if version != RECORD_VERSION:
+        from tuffdb.errors import VersionMismatchError  # noqa: PLC0415 - cold path
+
+        raise VersionMismatchError(f"document record version {version}; upgrade tuffdb")
+    return fields, ttl, touch
+
+
+def pack(value: Any) -> bytes:
+    """Encode any typed value (metadata, KV values)."""
+    return _ENC.encode(to_store(value))
+
+
+def unpack(data: bytes) -> Any:
+    """Decode what :func:`pack` wrote."""
+    return _DEC.decode(data)

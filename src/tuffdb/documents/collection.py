@@ -1,0 +1,413 @@
+"""A collection: typed records, schema, secondary indexes, TTL, queries.
+
+Records are dicts of typed values (see :mod:`tuffdb.documents.values`) with the
+reserved fields ``id`` (a string, the key) and ``ttl`` (the expiry, a UTC datetime,
+present only when the record has a TTL). Every write validates first and writes
+nothing when anything is wrong.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tuffdb.documents import codec, planner, schema as schema_mod, values
+from tuffdb.documents.actions import apply_action
+from tuffdb.documents.indexes import Index, key_of, make_index
+from tuffdb.documents.query import MISSING, compile_node, get_path, parse
+from tuffdb.documents.shape import page, parse_sort, project, sort_records
+from tuffdb.documents.ttl import parse_ttl
+from tuffdb.errors import IntegrityError, NotFoundError, ProgrammingError
+
+if TYPE_CHECKING:
+    from tuffdb.documents.database import Database
+
+MAX_NAME_BYTES = 255
+_NULL_KEY = values.order_key(None)
+
+
+@dataclass(slots=True)
+class Write:
+    collection: str
+    id: str
+    fields: dict[str, Any] | None  # None = delete
+    ttl: float | None = None
+    touch: bool = False
+
+
+def check_name(name: str, what: str = "collection name") -> None:
+    if not isinstance(name, str) or not name or "\x00" in name or len(name.encode()) > MAX_NAME_BYTES:  # noqa: E501
+        raise ProgrammingError(f"{what} must be 1-{MAX_NAME_BYTES} bytes of text without NUL")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class Collection:
+    """Use :meth:`Database.collection` to get one."""
+
+    def __init__(self, db: Database, name: str) -> None:
+        from tuffdb.documents.database import META, record_prefix  # noqa: PLC0415 - cycle
+
+        self.db, self.name = db, name
+        self._meta_key = META + name.encode()
+        self._prefix = record_prefix(name)
+        self.schema: schema_mod.Schema | None = None
+        self.index_defs: dict[str, tuple[str, bool]] = {}  # field -> (kind, unique)
+        self.indexes: dict[str, Index] = {}
+        raw = db.kv.get(self._meta_key)
+        self.has_meta = raw is not None
+        if raw is not None:
+            meta = codec.unpack(raw)
+            if meta.get("schema") is not None:
+                self.schema = _schema_from_meta(meta["schema"])
+            self.index_defs = {f: (k, u) for f, k, u in meta.get("indexes", [])}
+        self._rebuild_indexes()
+
+    # --- metadata, schema, indexes ------------------------------------------------------
+    def _save_meta(self) -> None:
+        meta = {"schema": None if self.schema is None else self.schema.to_wire(),
+                "indexes": [[f, k, u] for f, (k, u) in sorted(self.index_defs.items())]}  # fmt: skip
+        self.db.kv.put(self._meta_key, codec.pack(meta), sync=self.db.sync)
+        self.has_meta = True
+
+    def ensure_meta(self) -> None:
+        if not self.has_meta:
+            self._save_meta()
+
+    def set_schema(self, schema: Any) -> None:
+        """Replace the schema (a :class:`Schema`, its wire dict, or None) and its indexes."""
+        if schema is not None and not isinstance(schema, schema_mod.Schema):
+            schema = schema_mod.from_wire(schema)
+        with self.db.lock:
+            if schema is not None and self.schema is not None:
+                schema.version, schema.created_at = self.schema.version + 1, self.schema.created_at
+            self.schema = schema
+            for f, kind in (schema.indexed_fields() if schema else {}).items():
+                self.index_defs[f] = (kind, schema.fields[f].unique)  # type: ignore[union-attr]
+            self._save_meta()
+            self._rebuild_indexes()
+
+    def create_index(self, field: str, kind: str = "hash", *, unique: bool = False) -> None:
+        """Build a secondary index on ``field`` (``"hash"`` or ``"ordered"``).
+
+        :raises IntegrityError: when ``unique`` and existing records share a value.
+        """
+        make_index(field, kind)  # validates kind
+        with self.db.lock:
+            old = self.index_defs.get(field)
+            self.index_defs[field] = ("ordered" if kind == "btree" else kind, unique)
+            try:
+                self._rebuild_indexes()
+            except IntegrityError:
+                if old is None:
+                    del self.index_defs[field]
+                else:
+                    self.index_defs[field] = old
+                self._rebuild_indexes()
+                raise
+            self._save_meta()
+
+    def drop_index(self, field: str) -> bool:
+        with self.db.lock:
+            if self.index_defs.pop(field, None) is None:
+                return False
+            self.indexes.pop(field, None)
+            self._save_meta()
+            return True
+
+    def _rebuild_indexes(self) -> None:
+        self.indexes = {f: make_index(f, k, unique=u) for f, (k, u) in self.index_defs.items()}
+        if not self.indexes:
+            return
+        for record in self._scan():
+            for idx in self.indexes.values():
+                if idx.unique and (k := key_of(record, idx.field)) != _NULL_KEY and idx.lookup([k]):
+                    raise IntegrityError(f"duplicate value in unique field '{idx.field}'", idx.field)  # noqa: E501
+                idx.add(record["id"], record)
+
+    def index_write(self, w: Any) -> None:
+        for idx in self.indexes.values():
+            if w.fields is None:
+                idx.remove(w.id)
+            else:
+                idx.add(w.id, {**w.fields, "id": w.id})
+
+    # --- reading ----------------------------------------------------------------------
+    def _decode(self, rid: str, data: bytes) -> dict[str, Any] | None:
+        fields, ttl, touch = codec.unpack_record(data)
+        expiry = fields.get("ttl")
+        if ttl is not None and isinstance(expiry, dt.datetime) and expiry <= _now():
+            return None  # expired; the store drops it on its own schedule
+        if touch and ttl is not None:
+            fields["ttl"] = _now() + dt.timedelta(seconds=ttl)
+            self.db.kv.put(self._key(rid), codec.pack_record(fields, ttl, touch), ttl=ttl,
+                           sync=self.db.sync)  # fmt: skip
+        return {"id": rid, **fields}
+
+    def _key(self, rid: str) -> bytes:
+        return self._prefix + rid.encode()
+
+    def load(self, rid: str) -> dict[str, Any] | None:
+        """The record ``rid`` or None (no projection, no error)."""
+        if not isinstance(rid, str) or "\x00" in rid:
+            return None
+        data = self.db.kv.get(self._key(rid))
+        return None if data is None else self._decode(rid, data)
+
+    def _scan(self) -> Iterator[dict[str, Any]]:
+        n = len(self._prefix)
+        for key, data in self.db.kv.scan(self._prefix):
+            record = self._decode(key[n:].decode(), data)
+            if record is not None:
+                yield record
+
+    def get(self, rid: str, *, select: list[str] | None = None,
+            exclude: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
+        """The record with id ``rid``.
+
+        :raises NotFoundError: when there is none (or it expired).
+        """
+        record = self.load(rid)
+        if record is None:
+            raise NotFoundError(f"no record '{rid}' in '{self.name}'")
+        return project(record, select, exclude)
+
+    def matches(self, filter: Any = None, sort: Any = None, need: int | None = None) -> tuple[list[dict[str, Any]], planner.Plan]:  # noqa: A002, E501
+        """Records matching ``filter`` and the plan used.
+
+        With ``need``, stop after that many matches when the order allows it (no sort, or
+        the plan walks an index in sort order).
+        """
+        node = parse(filter)
+        pred = compile_node(node)
+        sort_spec = parse_sort(sort)
+        with self.db.lock:
+            plan = planner.plan(node, self.indexes, sort_spec)
+            walk = None if plan.walk is None else list(plan.walk)
+        if sort_spec and not plan.sort_done:
+            need = None
+        if plan.ids is not None:
+            source: Any = self._fetch(plan.ids)
+        elif walk is not None:
+            source = self._fetch_lazily(walk) if need is not None else self._fetch(walk)
+        else:
+            source = self._scan()
+        out = []
+        for record in source:
+            if pred(record):
+                out.append(record)
+                if need is not None and len(out) >= need:
+                    break
+        return out, plan
+
+    def _fetch(self, ids: list[str]) -> Iterator[dict[str, Any]]:
+        for rid, data in zip(ids, self.db.kv.get_many([self._key(i) for i in ids]), strict=True):
+            if data is not None and (record := self._decode(rid, data)) is not None:
+                yield record
+
+    def _fetch_lazily(self, walk: list[str]) -> Iterator[dict[str, Any]]:
+        for rid in walk:
+            record = self.load(rid)
+            if record is not None:
+                yield record
+
+    def find(self, filter: Any = None, *, sort: Any = None, skip: int | None = None,  # noqa: A002
+             limit: int | None = None, select: list[str] | None = None,
+             exclude: list[str] | None = None, join: Any = None) -> list[dict[str, Any]]:  # fmt: skip
+        """Records matching ``filter`` (None = all), sorted, paged, joined and projected."""
+        sort_spec = parse_sort(sort)
+        need = None if limit is None else (skip or 0) + limit
+        records, plan = self.matches(filter, sort_spec, need=need)
+        if not plan.sort_done:
+            sort_records(records, sort_spec)
+        records = page(records, skip, limit)
+        if join:
+            from tuffdb.documents.joins import apply_join  # noqa: PLC0415
+
+            records = apply_join(self.db, records, join)
+            if select:
+                select = [*select, *_join_fields(join)]
+        return [project(r, select, exclude) for r in records]
+
+    def explain(self, filter: Any = None, *, sort: Any = None) -> dict[str, Any]:  # noqa: A002
+        """Which plan ``find(filter, sort=sort)`` would use: ``{"plan", "indexes", ...}``."""
+        with self.db.lock:
+            return planner.plan(parse(filter), self.indexes, parse_sort(sort)).explain()
+
+    def count(self, filter: Any = None) -> int:  # noqa: A002
+        return len(self.matches(filter)[0])
+
+    def distinct(self, field: str, filter: Any = None) -> list[Any]:  # noqa: A002
+        """Distinct values of ``field`` among matching records, in value order."""
+        seen: dict[Any, Any] = {}
+        for record in self.matches(filter)[0]:
+            v = get_path(record, field)
+            if v is not None and v is not MISSING:
+                seen.setdefault(values.order_key(v), v)
+        return [seen[k] for k in sorted(seen)]
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self._scan())
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self._scan()
+
+    # --- writing ----------------------------------------------------------------------
+    def prepare(self, record: dict[str, Any], *, rid: str | None = None, ttl: Any = None,
+                touch: bool | None = None, insert: bool = True) -> Write:  # fmt: skip
+        """Validate a full record and build its :class:`Write` (nothing is written)."""
+        if not isinstance(record, dict):
+            raise ProgrammingError("a record must be a dict")
+        fields = dict(record)
+        given_id = fields.pop("id", None)
+        rid = rid if rid is not None else given_id
+        if rid is None:
+            rid = self.db.id_factory() if self.db.id_factory else str(uuid.uuid4())
+        check_name(rid, "record id")
+        record_ttl = fields.pop("ttl", None)
+        ttl = record_ttl if ttl is None else ttl
+        touch_given = fields.pop("ttl_update_on_access", None)
+        touch = bool(touch if touch is not None else touch_given)
+        if isinstance(ttl, dt.datetime):
+            ttl = max((ttl - _now()).total_seconds(), 0.001)
+        seconds = parse_ttl(ttl) if ttl is not None else (self.db.default_ttl if insert else None)
+        values.check(fields)
+        if self.schema is not None:
+            fields = self.schema.apply(fields, insert=insert)
+        if seconds:
+            fields["ttl"] = _now() + dt.timedelta(seconds=seconds)
+        return Write(self.name, rid, fields, seconds or None, touch and bool(seconds))
+
+    def commit(self, writes: list[Write]) -> None:
+        """Check unique constraints across the batch and write it atomically to memory."""
+        db = self.db
+        with db.lock:
+            _check_unique(db, writes)
+            db.ensure_meta(w.collection for w in writes if w.fields is not None)
+            db.apply(writes)
+
+    def insert(self, record: dict[str, Any], *, ttl: Any = None,
+               ttl_update_on_access: bool | None = None) -> str:  # fmt: skip
+        """Insert one record; returns its id (``record["id"]`` is honoured if given).
+
+        :raises IntegrityError: on a schema violation, a duplicate unique value or id.
+        """
+        return self.insert_many([record], ttl=ttl, ttl_update_on_access=ttl_update_on_access)[0]
+
+    def insert_many(self, records: list[dict[str, Any]], *, ttl: Any = None,
+                    ttl_update_on_access: bool | None = None) -> list[str]:  # fmt: skip
+        """Insert records all-or-nothing; returns their ids in order."""
+        writes = [self.prepare(r, ttl=ttl, touch=ttl_update_on_access) for r in records]
+        with self.db.lock:
+            ids = [w.id for w in writes]
+            if len(set(ids)) != len(ids):
+                raise IntegrityError("duplicate ids in one batch", condition="id")
+            for w in writes:
+                if self.load(w.id) is not None:
+                    raise IntegrityError(f"a record with id '{w.id}' exists", condition="id")
+            self.commit(writes)
+        return ids
+
+    def update_write(self, old: dict[str, Any], changes: dict[str, Any]) -> Write:
+        """The write that merges ``changes`` into ``old`` (top-level fields replaced)."""
+        if not isinstance(changes, dict):
+            raise ProgrammingError("updates must be a dict of fields")
+        merged = {k: v for k, v in old.items() if k != "id"}
+        ttl = changes.get("ttl", merged.pop("ttl", None))
+        merged.update({k: v for k, v in changes.items() if k not in ("id", "ttl")})
+        return self.prepare(merged, rid=old["id"], ttl=ttl, insert=False)
+
+    def update(self, rid: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``changes`` into record ``rid``; returns the full new record.
+
+        :raises NotFoundError: when there is no such record.
+        """
+        with self.db.lock:
+            w = self.update_write(self.get(rid), changes)
+            self.commit([w])
+        return {"id": rid, **(w.fields or {})}
+
+    def update_many(self, filter: Any, changes: dict[str, Any]) -> int:  # noqa: A002
+        with self.db.lock:
+            writes = [self.update_write(r, changes) for r in self.matches(filter)[0]]
+            self.commit(writes)
+        return len(writes)
+
+    def actions(self, rid: str, steps: list[Any]) -> dict[str, Any]:
+        """Apply ``[(action, field, value), ...]`` atomically; returns the new record."""
+        with self.db.lock:
+            record = self.get(rid)
+            for step in steps:
+                action, field, *rest = step
+                apply_action(record, action, field, rest[0] if rest else None)
+            return self.update(rid, record)
+
+    def action(self, rid: str, action: str, field: str, value: Any = None) -> dict[str, Any]:
+        return self.actions(rid, [(action, field, value)])
+
+    def delete(self, rid: str) -> dict[str, Any]:
+        """Delete record ``rid``; returns it. :raises NotFoundError: when absent."""
+        with self.db.lock:
+            record = self.get(rid)
+            self.commit([Write(self.name, rid, None)])
+        return record
+
+    def delete_many(self, filter: Any = None) -> int:  # noqa: A002
+        with self.db.lock:
+            ids = [r["id"] for r in self.matches(filter)[0]]
+            self.commit([Write(self.name, i, None) for i in ids])
+        return len(ids)
+
+    def upsert(self, rid: str, record: dict[str, Any]) -> dict[str, Any]:
+        """Update ``rid`` with ``record`` (merge) if it exists, else insert it with that id."""
+        with self.db.lock:
+            if self.load(rid) is not None:
+                return self.update(rid, record)
+            self.insert({**record, "id": rid})
+            return self.get(rid)
+
+    def check(self) -> list[str]:
+        problems = [f"{self.name}.{f}: {p}" for f, idx in self.indexes.items() for p in idx.check()]
+        for record in self._scan():
+            for f, idx in self.indexes.items():
+                if record["id"] not in idx.lookup([key_of(record, f)]):
+                    problems.append(f"{self.name}.{f}: record {record['id']} not indexed")
+        return problems
+
+
+def _join_fields(join: Any) -> list[str]:
+    specs = join if isinstance(join, list) else [join]
+    return [str(s.get("as_field")) for s in specs if isinstance(s, dict)]
+
+
+def _check_unique(db: Database, writes: list[Write]) -> None:
+    touched = {(w.collection, w.id) for w in writes}
+    claimed: dict[tuple[str, str, Any], str] = {}
+    for w in writes:
+        if w.fields is None:
+            continue
+        coll = db.collection(w.collection)
+        record = {**w.fields, "id": w.id}
+        for f, idx in coll.indexes.items():
+            if not idx.unique or (k := key_of(record, f)) == _NULL_KEY:
+                continue
+            if claimed.setdefault((w.collection, f, k), w.id) != w.id:
+                raise IntegrityError(f"duplicate value for unique field '{f}' in one batch", f)
+            for holder in idx.lookup([k]):
+                if (w.collection, holder) not in touched and coll.load(holder) is not None:
+                    raise IntegrityError(f"value of unique field '{f}' is taken", condition=f)
+
+
+def _schema_from_meta(raw: dict[str, Any]) -> schema_mod.Schema:
+    s = schema_mod.from_wire(raw)
+    s.version = int(raw.get("version", 1))
+    for name in ("created_at", "last_modified"):
+        parsed = values.parse_datetime(raw.get(name) or "")
+        if parsed is not None:
+            setattr(s, name, parsed)
+    return s

@@ -1,0 +1,190 @@
+"""The embedded document database: collections of typed records on one KVStore.
+
+Key layout in the KVStore (normative: ``docs/format/documents.md``)::
+
+    d\\x00<collection>\\x00<id>   a record (codec.pack_record)
+    m\\x00<collection>            collection metadata: schema, index definitions
+    k\\x00<key>                   an ekoDB KV entry (served by the REST face)
+    s\\x00<name>                  server state: config, API keys, JWT secret
+
+Records are scanned by prefix in key order, which is id order; that order is the
+tie-breaker of every sort, so index plans and full scans agree exactly.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tuffdb.documents import codec
+from tuffdb.documents.collection import Collection, Write, check_name
+from tuffdb.errors import ClosedError, IntegrityError, NotFoundError
+
+if TYPE_CHECKING:
+    from tuffdb.documents.transactions import Transaction
+
+RECORD, META, KV, SYSTEM = b"d\x00", b"m\x00", b"k\x00", b"s\x00"
+
+
+def record_key(collection: str, rid: str) -> bytes:
+    return RECORD + collection.encode() + b"\x00" + rid.encode()
+
+
+def record_prefix(collection: str) -> bytes:
+    return RECORD + collection.encode() + b"\x00"
+
+
+class Database:
+    """Collections of documents stored through one :class:`tuffdb.KVStore`.
+
+    ``Database.open(path)`` opens (or creates) the store; ``Database(kv)`` wraps a store
+    you opened yourself. ``sync`` is passed to every KV write: ``None`` follows the
+    store's durability mode, ``False`` never waits (asyncio servers then use
+    ``kv.write_ticket()`` / ``kv.when_durable()``).
+    """
+
+    def __init__(
+        self,
+        kv: Any,
+        *,
+        default_ttl: float | None = None,
+        sync: bool | None = None,
+        id_factory: Any = None,
+    ) -> None:
+        self.kv = kv
+        self.default_ttl = default_ttl
+        self.sync = sync
+        self.id_factory = id_factory
+        self.lock = threading.RLock()
+        self._collections: dict[str, Collection] = {}
+        self._closed = False
+        # Transaction bookkeeping (in memory): commit sequence numbers per record and per
+        # collection, compared against a transaction's start to detect conflicts.
+        self.seq = 0
+        self.versions: dict[tuple[str, str], int] = {}
+        self.collection_versions: dict[str, int] = {}
+        self.active_transactions: dict[str, Transaction] = {}
+
+    @classmethod
+    def open(cls, path: str | Path, *, default_ttl: float | None = None,
+             sync: bool | None = None, **kv_options: Any) -> Database:  # fmt: skip
+        """Open the database at ``path``; ``kv_options`` go to ``KVStore.open``
+        (``durability``, ``interval_ms``, ``encryption_key``, ``cache_bytes``, ...).
+        """
+        from tuffdb.kv.store import KVStore  # noqa: PLC0415 - the engine is optional at import
+
+        return cls(KVStore.open(path, **kv_options), default_ttl=default_ttl, sync=sync)
+
+    # --- collections --------------------------------------------------------------
+    def collection(self, name: str) -> Collection:
+        """The collection ``name`` (created, with no schema, on its first write)."""
+        self._check_open()
+        coll = self._collections.get(name)
+        if coll is None:
+            with self.lock:
+                coll = self._collections.get(name)
+                if coll is None:
+                    check_name(name)
+                    coll = Collection(self, name)
+                    self._collections[name] = coll
+        return coll
+
+    __getitem__ = collection
+
+    def collections(self) -> list[str]:
+        """Names of the collections that exist (have metadata), sorted."""
+        self._check_open()
+        return [k[len(META) :].decode() for k, _ in self.kv.scan(META)]
+
+    def has_collection(self, name: str) -> bool:
+        return self.kv.get(META + name.encode()) is not None
+
+    def create_collection(self, name: str, schema: Any = None) -> Collection:
+        """Create ``name`` with an optional schema (:class:`Schema` or its wire dict).
+
+        :raises IntegrityError: when the collection already exists.
+        """
+        coll = self.collection(name)
+        with self.lock:
+            if self.has_collection(name):
+                raise IntegrityError(f"collection '{name}' already exists", condition=name)
+            coll.set_schema(schema)
+        return coll
+
+    def drop_collection(self, name: str) -> int:
+        """Delete a collection, its records and its metadata; returns how many records.
+
+        :raises NotFoundError: when it does not exist.
+        """
+        self._check_open()
+        with self.lock:
+            if not self.has_collection(name):
+                raise NotFoundError(f"collection '{name}' does not exist")
+            keys = [k for k, _ in self.kv.scan(record_prefix(name))]
+            self.kv.delete_many([*keys, META + name.encode()], sync=self.sync)
+            self._collections.pop(name, None)
+            self.seq += 1
+            self.collection_versions[name] = self.seq
+            return len(keys)
+
+    # --- transactions ---------------------------------------------------------------
+    def transaction(self, isolation: str = "ReadCommitted", timeout: float = 300.0) -> Transaction:
+        """Begin a transaction (see :mod:`tuffdb.documents.transactions`)."""
+        from tuffdb.documents.transactions import Transaction  # noqa: PLC0415 - cycle
+
+        self._check_open()
+        return Transaction(self, isolation=isolation, timeout=timeout)
+
+    # --- the write path ---------------------------------------------------------------
+    def apply(self, writes: list[Write]) -> None:
+        """Write a batch (caller holds ``self.lock`` and has validated it)."""
+        puts: dict[float | None, list[tuple[bytes, bytes]]] = {}
+        deletes: list[bytes] = []
+        for w in writes:
+            key = record_key(w.collection, w.id)
+            if w.fields is None:
+                deletes.append(key)
+            else:
+                data = codec.pack_record(w.fields, w.ttl, w.touch)
+                puts.setdefault(w.ttl, []).append((key, data))
+        for ttl, items in puts.items():
+            self.kv.put_many(items, ttl=ttl, sync=self.sync)
+        if deletes:
+            self.kv.delete_many(deletes, sync=self.sync)
+        self.seq += 1
+        for w in writes:
+            self.versions[(w.collection, w.id)] = self.seq
+            self.collection_versions[w.collection] = self.seq
+            self._collections[w.collection].index_write(w)
+        if not self.active_transactions:
+            self.versions.clear()  # nobody can conflict with the past
+
+    def ensure_meta(self, names: Iterable[str]) -> None:
+        for name in set(names):
+            self.collection(name).ensure_meta()
+
+    # --- lifecycle ------------------------------------------------------------------
+    def check(self) -> list[str]:
+        """Self-check of the in-memory indexes against the stored records."""
+        problems = list(self.kv.check()) if hasattr(self.kv, "check") else []
+        for coll in list(self._collections.values()):
+            problems.extend(coll.check())
+        return problems
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the database is closed; open it again")
+
+    def close(self) -> None:
+        """Flush and close the store (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self.kv.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,240 @@
+"""The ekoDB REST application: routing, auth, permissions, rate limits, errors, settings.
+
+One table maps the error tree to HTTP (``ERROR_STATUS``); error bodies are always JSON
+``{"code", "message"}`` (ekodb-client reads them as JSON even on MessagePack paths);
+success bodies are MessagePack when the request's ``Accept`` names msgpack, else JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from tuffdb.documents.database import Database
+from tuffdb.documents.shape import project
+from tuffdb.documents.transactions import Transaction
+from tuffdb.documents.wire import record_to_wire
+from tuffdb.errors import (
+    AuthError,
+    ClosedError,
+    ConflictError,
+    Error,
+    IntegrityError,
+    LimitExceeded,
+    NotFoundError,
+    OperationalError,
+    PermissionDeniedError,
+    PoisonedError,
+    ProgrammingError,
+    ProtocolError,
+    ReadOnlyError,
+)
+from tuffdb.security.auth import ApiKey, KeyRing, Permission
+from tuffdb.server import ekodb_wire as ew
+from tuffdb.server.ekodb_proto import Request, Response, error_response
+
+SERVER_VERSION = "0.80.0"  # the ekoDB server version we answer to (>= 0.79.2: permission edits)
+
+ERROR_STATUS: list[tuple[type[Error], int]] = [
+    (PermissionDeniedError, 403), (AuthError, 401), (NotFoundError, 404), (ConflictError, 409),
+    (LimitExceeded, 413), (ProtocolError, 400), (IntegrityError, 400), (ReadOnlyError, 403),
+    (ClosedError, 503), (PoisonedError, 503), (ProgrammingError, 400), (OperationalError, 409),
+    (Error, 500),
+]  # fmt: skip
+
+
+def status_of(exc: Error) -> int:
+    if isinstance(exc, IntegrityError) and exc.condition == "id":
+        return 409  # the id is taken
+    return next(s for t, s in ERROR_STATUS if isinstance(exc, t))
+
+
+@dataclass
+class Settings:
+    """``/api/config``: applied immediately (``storage_mode`` at the next start)."""
+
+    use_typed_values: bool = True
+    durable_operations: bool = False
+    storage_mode: str = "fast"
+    default_ttl: int = 0
+    token_expiry_hours: int = 1
+    encrypt_ids: bool = True
+    access_mode: str = "read_write"
+    rate_limit_per_minute: int = 0  # 0 = unlimited
+
+    def update(self, changes: Any) -> None:
+        if not isinstance(changes, dict):
+            raise ProtocolError("config body must be an object of settings")
+        known = {f.name: f for f in fields(self)}
+        new = asdict(self)
+        for name, value in changes.items():
+            if name not in known:
+                raise ProtocolError(f"unknown setting {name!r}; known: {', '.join(known)}")
+            want = bool if isinstance(new[name], bool) else type(new[name])
+            if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+                raise ProtocolError(f"setting {name} must be {want.__name__}")
+            new[name] = value
+        checks = {"storage_mode": new["storage_mode"] in ("fast", "balanced"),
+                  "access_mode": new["access_mode"] in ("read_write", "read", "write"),
+                  "default_ttl": 0 <= new["default_ttl"] <= 604800,
+                  "token_expiry_hours": 1 <= new["token_expiry_hours"] <= 168,
+                  "rate_limit_per_minute": new["rate_limit_per_minute"] >= 0}  # fmt: skip
+        bad = [k for k, ok in checks.items() if not ok]
+        if bad:
+            raise ProtocolError(f"invalid value for {', '.join(bad)}")
+        for k, v in new.items():
+            setattr(self, k, v)
+
+
+@dataclass
+class Ctx:
+    req: Request
+    params: dict[str, str]
+    key: ApiKey | None
+    mp_reply: bool
+
+    def body(self, empty: Any = None) -> Any:
+        return ew.decode_body(self.req.body, self.req.headers.get("content-type", ""), empty=empty)
+
+
+Handler = Callable[..., Any]
+
+
+class App:
+    def __init__(self, db: Database, keyring: KeyRing, settings: Settings,
+                 save_settings: Callable[[], None]) -> None:  # fmt: skip
+        self.db, self.keyring, self.settings = db, keyring, settings
+        self.save_settings = save_settings
+        self.transactions: dict[str, Transaction] = {}
+        self.routes: list[tuple[str, tuple[str, ...], Handler, str]] = []
+        self._windows: dict[str, tuple[int, int]] = {}
+        from tuffdb.server import ekodb_admin, ekodb_data  # noqa: PLC0415 - they import App
+
+        ekodb_data.register(self)
+        ekodb_admin.register(self)
+
+    def route(self, method: str, path: str, handler: Handler, access: str) -> None:
+        """``access``: open | read | write | admin | auth (any valid token)."""
+        self.routes.append((method, tuple(path.strip("/").split("/")), handler, access))
+
+    def _match(self, method: str, segs: list[str]) -> tuple[Handler, str, list[str]] | None:
+        for m, pattern, handler, access in self.routes:
+            if m != method or len(pattern) != len(segs):
+                continue
+            args = []
+            for p, s in zip(pattern, segs, strict=True):
+                if p.startswith("{"):
+                    args.append(s)
+                elif p != s:
+                    break
+            else:
+                return handler, access, args
+        return None
+
+    async def handle(self, req: Request) -> Response:
+        segs, params = ew.split_url(req.url)
+        mp = "msgpack" in req.headers.get("accept", "")
+        headers: list[tuple[str, str]] = []
+        try:
+            found = self._match(req.method, segs)
+            if found is None:
+                raise NotFoundError(f"no endpoint {req.method} /{'/'.join(segs)}")
+            handler, access, args = found
+            key = None if access == "open" else self._authenticate(req)
+            headers = self._rate_limit(key.key_id if key else req.peer)
+            self._check_access(key, access)
+            ctx = Ctx(req, params, key, mp)
+            result = handler(self, ctx, *args)
+            if access in ("write", "admin", "kv_write") and self.settings.durable_operations:
+                kv = self.db.kv
+                await asyncio.wrap_future(kv.when_durable(kv.write_ticket()))
+        except _RateLimited as exc:
+            return Response(429, ew.encode({"code": 429, "message": str(exc)}, False),
+                             headers=[("Retry-After", str(exc.retry_after)), *exc.headers])  # fmt: skip
+        except Error as exc:
+            resp = error_response(status_of(exc), str(exc).strip("'\""))
+            resp.headers.extend(headers)
+            return resp
+        except (TypeError, ValueError, KeyError, re.error) as exc:
+            resp = error_response(400, f"bad request: {exc}")
+            resp.headers.extend(headers)
+            return resp
+        if isinstance(result, Response):
+            result.headers.extend(headers)
+            return result
+        ctype = "application/msgpack" if mp else "application/json"
+        return Response(200, ew.encode(result, mp), ctype, headers)
+
+    def _authenticate(self, req: Request) -> ApiKey:
+        auth = req.headers.get("authorization", "")
+        if not auth.lower().startswith("bearer "):
+            raise AuthError("missing 'Authorization: Bearer <token>'; get one from /api/auth/token")
+        return self.keyring.verify(auth[7:].strip())
+
+    def _check_access(self, key: ApiKey | None, access: str) -> None:
+        mode = self.settings.access_mode
+        if access == "admin" and (key is None or not key.is_admin):
+            raise PermissionDeniedError("this endpoint needs an admin API key")
+        if access.startswith("kv_") and key is not None:
+            key.require("_kv", access[3:])
+            access = access[3:]
+        if access == "write" and mode == "read":
+            raise PermissionDeniedError("the server is in access_mode=read")
+        if access == "read" and mode == "write":
+            raise PermissionDeniedError("the server is in access_mode=write")
+
+    def _rate_limit(self, who: str) -> list[tuple[str, str]]:
+        limit = self.settings.rate_limit_per_minute
+        if not limit:
+            return []
+        now = int(time.time())
+        start, count = self._windows.get(who, (now - now % 60, 0))
+        if now >= start + 60:
+            start, count = now - now % 60, 0
+        reset = start + 60
+        if count >= limit:
+            hdrs = [("X-RateLimit-Limit", str(limit)), ("X-RateLimit-Remaining", "0"),
+                    ("X-RateLimit-Reset", str(reset))]  # fmt: skip
+            raise _RateLimited(max(reset - now, 1), hdrs)
+        self._windows[who] = (start, count + 1)
+        return [("X-RateLimit-Limit", str(limit)),
+                ("X-RateLimit-Remaining", str(limit - count - 1)),
+                ("X-RateLimit-Reset", str(reset))]  # fmt: skip
+
+    # --- helpers for handlers -----------------------------------------------------------
+    def perm(self, ctx: Ctx, collection: str, action: str) -> Permission | None:
+        assert ctx.key is not None
+        return ctx.key.require(collection, action)
+
+    def tx(self, ctx: Ctx) -> Transaction | None:
+        tid = ctx.params.get("transaction_id")
+        if tid is None:
+            return None
+        tx = self.transactions.get(tid)
+        if tx is None:
+            raise NotFoundError(f"no transaction '{tid}'")
+        return tx
+
+    def out(self, record: dict[str, Any], perm: Permission | None) -> dict[str, Any]:
+        """A record as sent: field restrictions applied, typed values per the setting."""
+        if perm is not None and (perm.select_fields or perm.exclude_fields):
+            record = project(record, perm.select_fields, perm.exclude_fields)
+        return record_to_wire(record, typed=self.settings.use_typed_values)
+
+    def check_writable(self, perm: Permission | None, record: dict[str, Any]) -> None:
+        if perm is None or perm.writable_fields is None:
+            return
+        allowed = {*perm.writable_fields, "id", "ttl", "ttl_update_on_access"}
+        extra = sorted(set(record) - allowed)
+        if extra:
+            raise PermissionDeniedError(f"this API key may not write fields {extra}")
+
+
+class _RateLimited(Exception):  # noqa: N818 - internal signal, never escapes
+    def __init__(self, retry_after: int, headers: list[tuple[str, str]]) -> None:
+        super().__init__(f"rate limit exceeded; retry in {retry_after} s")
+        self.retry_after, self.headers = retry_after, headers

@@ -1,0 +1,165 @@
+"""HTTP/1.1 over asyncio.Protocol + httptools for the ekoDB face: parse, queue, reply.
+
+Requests on one connection are answered in order (pipelining works); each connection
+runs one task at a time through ``handler(request) -> Response``. Bodies over
+``max_body`` bytes are refused with 413 before they are buffered, malformed HTTP gets
+a 400 and the connection is closed. Every reply has a body and a Content-Length;
+replies of 1 KiB or more are gzipped when the client accepts gzip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any
+
+import httptools
+
+GZIP_MIN_BYTES = 1024
+MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    url: bytes
+    headers: dict[str, str]
+    body: bytes = b""
+    keep_alive: bool = True
+    peer: str = ""
+
+
+@dataclass(slots=True)
+class Response:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+def json_response(status: int, obj: Any, headers: list[tuple[str, str]] | None = None) -> Response:
+    return Response(status, json.dumps(obj, separators=(",", ":")).encode(), "application/json",
+                    headers or [])  # fmt: skip
+
+
+def error_response(status: int, message: str) -> Response:
+    return json_response(status, {"code": status, "message": message})
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
+
+
+def serialize(resp: Response, *, keep_alive: bool, gzip_ok: bool) -> bytes:
+    body = resp.body
+    extra = resp.headers
+    if gzip_ok and len(body) >= GZIP_MIN_BYTES:
+        body = gzip.compress(body, compresslevel=5)
+        extra = [*extra, ("Content-Encoding", "gzip")]
+    lines = [f"HTTP/1.1 {resp.status} {_reason(resp.status)}",
+             f"Content-Type: {resp.content_type}", f"Content-Length: {len(body)}"]  # fmt: skip
+    if not keep_alive:
+        lines.append("Connection: close")
+    lines.extend(f"{k}: {v}" for k, v in extra)
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+class HttpProtocol(asyncio.Protocol):
+    """One client connection."""
+
+    def __init__(self, handler: Callable[[Request], Awaitable[Response]],
+                 max_body: int = MAX_BODY_BYTES) -> None:  # fmt: skip
+        self.handler = handler
+        self.max_body = max_body
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpRequestParser(self)
+        self.queue: deque[Request] = deque()
+        self.task: asyncio.Task[None] | None = None
+        self._url = b""
+        self._headers: dict[str, str] = {}
+        self._body: list[bytes] = []
+        self._size = 0
+        self._refused: Response | None = None
+        self._closing = False
+        self.peer = ""
+
+    # --- asyncio.Protocol -------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = str(peer[0]) if peer else ""
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(error_response(400, "protocol upgrades are not served on this path"))
+        except httptools.HttpParserError as exc:
+            self._fail(self._refused or error_response(400, f"malformed HTTP request: {exc}"))
+
+    def _fail(self, resp: Response) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(serialize(resp, keep_alive=False, gzip_ok=False))
+            self.transport.close()
+        self._closing = True
+
+    # --- httptools callbacks --------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._url, self._headers, self._body, self._size = b"", {}, [], 0
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        length = self._headers.get("content-length", "0")
+        if length.isdigit() and int(length) > self.max_body:
+            self._refused = error_response(413, f"body over {self.max_body} bytes; send less")
+            raise httptools.HttpParserError("body too large")
+
+    def on_body(self, body: bytes) -> None:
+        self._size += len(body)
+        if self._size > self.max_body:
+            self._refused = error_response(413, f"body over {self.max_body} bytes; send less")
+            raise httptools.HttpParserError("body too large")
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        req = Request(self.parser.get_method().decode(), self._url, self._headers,
+                      b"".join(self._body), self.parser.should_keep_alive(), self.peer)  # fmt: skip
+        self.queue.append(req)
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while self.queue and not self._closing:
+            req = self.queue.popleft()
+            try:
+                resp = await self.handler(req)
+            except Exception as exc:  # noqa: BLE001 - last resort: never drop a request silently
+                resp = error_response(500, f"internal error: {exc.__class__.__name__}: {exc}")
+            transport = self.transport
+            if transport is None or transport.is_closing():
+                return
+            gz = "gzip" in req.headers.get("accept-encoding", "")
+            transport.write(serialize(resp, keep_alive=req.keep_alive, gzip_ok=gz))
+            if not req.keep_alive:
+                transport.close()
+                self._closing = True
