@@ -18,6 +18,8 @@ Cells (``--cell``, repeatable; default: ingest durable readrandom space reopen):
   reopen      wall time of open() + first get() over 1,000,000 keys (tuffdb by default)
   workloads   the section 2.1 table at 100,000 keys: fillseq fillrandom overwrite readrandom
               deleterandom readseq ycsb-a ycsb-b ycsb-c ycsb-d ycsb-e ycsb-f
+  openloop    gets and overwrites at fixed offered rates (``--rates``); latency from the due
+              time, i.e. corrected for coordinated omission
 
 Examples::
 
@@ -916,6 +918,102 @@ def measure(
     )
 
 
+def _openloop_worker(
+    a: Adapter,
+    ops: Iterable[tuple[int, bytes, Any]],
+    interval_ns: int,
+    duration_ns: int,
+    barrier: threading.Barrier,
+    out: list,
+    idx: int,
+) -> None:
+    """Open loop: op i is due at start + i x interval; latency = completion - due time, so a
+    stall is charged to every operation queued behind it (no coordinated omission)."""
+    put, get = a.put, a.get
+    pc = time.perf_counter_ns
+    resp: list[int] = []
+    serv: list[int] = []
+    n = errors = misses = 0
+    first: str | None = None
+    it = iter(ops)
+    barrier.wait()
+    start = pc()
+    end = start + duration_ns
+    due = start
+    hard_end = end + 1_000_000_000  # an overloaded store stops 1 s after the window
+    unissued = 0
+    for code, k, v in it:
+        now = pc()
+        if due >= end:
+            break
+        if now >= hard_end:
+            unissued = (end - due + interval_ns - 1) // interval_ns
+            break
+        while now < due:  # sleep when far ahead, else yield the GIL until due
+            gap = due - now
+            time.sleep(gap / 1e9 - 0.0002 if gap > 1_000_000 else 0)
+            now = pc()
+        t0 = pc()
+        try:
+            if code == PUT:
+                put(k, v)
+            elif get(k) is None:
+                misses += 1
+        except Exception as exc:  # noqa: BLE001 - errors are results
+            errors += 1
+            if first is None:
+                first = repr(exc)
+        t1 = pc()
+        resp.append(t1 - due)
+        serv.append(t1 - t0)
+        n += 1
+        due += interval_ns
+    out[idx] = (n, errors, first, misses, resp, serv, (pc() - start) / 1e9, unissued)
+
+
+def measure_open(
+    a: Adapter, sources: list[Iterable[tuple[int, bytes, Any]]], rate: float, duration_s: float
+) -> dict[str, Any]:
+    w = len(sources)
+    barrier = threading.Barrier(w + 1)
+    out: list[Any] = [None] * w
+    interval = int(1e9 * w / rate)
+    threads = [
+        threading.Thread(
+            target=_openloop_worker,
+            args=(a, s, interval, int(duration_s * 1e9), barrier, out, i),
+            daemon=True,
+        )
+        for i, s in enumerate(sources)
+    ]
+    for t in threads:
+        t.start()
+    gc.collect()
+    barrier.wait()
+    for t in threads:
+        t.join()
+    n = sum(r[0] for r in out)
+    elapsed = max(r[6] for r in out)
+    resp = [x for r in out for x in r[4]]
+    serv = [x for r in out for x in r[5]]
+    return {
+        "target_rate": rate,
+        "threads": w,
+        "ops": n,
+        "elapsed_s": round(elapsed, 6),
+        "achieved_rate": n / elapsed if elapsed else None,
+        "kept_up": bool(elapsed) and n / elapsed >= 0.95 * rate and not any(r[7] for r in out),
+        # ops due inside the window but never issued because the store fell > 1 s behind;
+        # they are not in the percentiles, which therefore understate an overloaded store
+        "unissued": sum(r[7] for r in out),
+        "errors": sum(r[1] for r in out),
+        "first_error": next((r[2] for r in out if r[2]), None),
+        "get_misses": sum(r[3] for r in out),
+        "latency": latency_summary(resp),  # response time: completion - due time
+        "service_latency": latency_summary(serv),  # the store call alone
+    }
+
+
 def phase_record(p: Phase, threads: int) -> dict[str, Any]:
     lat = latency_summary(p.latencies_ns)
     mean_s = (lat["mean"] or 0) / 1e6
@@ -1244,7 +1342,7 @@ def finish_group(group: dict) -> None:
         vals = [r.get(metric) for r in row["reps"]]
         valid = [v for v in vals if v is not None]
         row[metric] = spread(valid)
-        if valid and "phase" in row["reps"][0]:
+        if valid and all("phase" in r for r in row["reps"]):
             mi = median_index([v if v is not None else -1 for v in vals])
             row["median_rep"] = mi
             row["latency"] = row["reps"][mi]["phase"]["latency"]
@@ -1799,6 +1897,86 @@ def cell_workloads(run: Run) -> dict:
     return doc
 
 
+def cell_openloop(run: Run) -> dict:
+    a = run.args
+    n = a.keys or 100_000
+    regime = a.regime.upper()
+    impls, omitted = run.impls_for({regime})
+    threads = (a.threads or [1])[0]
+    rates = a.rates
+    params = {
+        "keys": n,
+        "rates": rates,
+        "threads": threads,
+        "duration_s": a.duration,
+        "value_kind": a.values[0],
+        "durability_regime": regime,
+        "seed": a.seed,
+        "what": "load n sequential keys (batches of 1,000), flush; then, on the same store, "
+        "uniform random gets and then overwrites at each fixed offered rate (open loop: op i "
+        "is due at start + i / rate; latency = completion - due time, corrected for "
+        "coordinated omission); a rate the store cannot sustain shows kept_up = false",
+    }
+    doc = run.cell_doc("openloop", params, impls, omitted)
+    groups = {}
+    for op in ("get", "put"):
+        for rate in rates:
+            g = new_group(
+                f"openloop-{op}-r{rate:g}",
+                f"open-loop {op} at {rate:,.0f} ops/s offered, {n:,} keys, {threads} thread(s), "
+                f"{regime}: p99 response time",
+                regime,
+                "p99_us",
+                "us",
+                "lower",
+                {"op": op, "rate": rate, "threads": threads, "window": "time"},
+            )
+            groups[(op, rate)] = g
+            doc["groups"].append(g)
+    for rep in range(a.reps):
+        seed = rep_seed(a.seed, rep)
+        for impl in impls:
+
+            def body(p: Path, impl: Impl = impl, seed: int = seed, rep: int = rep) -> dict:
+                ad, _ = open_impl(impl, p, None)
+                ld = load(ad, n, params["value_kind"], seed)
+                res = {}
+                for op in ("get", "put"):
+                    for rate in rates:
+                        length = max(1000, int(rate * a.duration / threads) + 1000)
+                        if op == "get":
+                            srcs = uniform_get_sources(n, threads, seed, min(length, 1 << 20))
+                        else:
+                            srcs = [
+                                _mixed(0.0, PUT, "uniform")(
+                                    n, length, threads, w, params["value_kind"], seed + 11
+                                )
+                                for w in range(threads)
+                            ]
+                        res[(op, rate)] = measure_open(ad, srcs, rate, a.duration)
+                close_timed(ad)
+                return {"rep": rep, "seed": seed, "load": ld, "results": res}
+
+            r = run_guarded(run, impl, body)
+            for (op, rate), g in groups.items():
+                ph = r.get("results", {}).get((op, rate))
+                if ph is None:
+                    add_rep(g, impl, {"rep": rep, "failed": r.get("failed", "no result")})
+                    continue
+                pcts = ph["latency"].get("percentiles") or {}
+                add_rep(
+                    g, impl, {"rep": rep, "seed": r["seed"], "phase": ph, "p99_us": pcts.get("p99")}
+                )
+                run.log(
+                    f"openloop {op} {rate:g}/s rep{rep} {impl.name}: p99 {pcts.get('p99')} us, "
+                    f"achieved {fmt_rate(ph['achieved_rate'])} ops/s"
+                )
+            run.save(doc)
+    for g in groups.values():
+        finish_group(g)
+    return doc
+
+
 CELLS: dict[str, Callable[[Run], dict]] = {
     "ingest": cell_ingest,
     "durable": cell_durable,
@@ -1806,6 +1984,7 @@ CELLS: dict[str, Callable[[Run], dict]] = {
     "space": cell_space,
     "reopen": cell_reopen,
     "workloads": cell_workloads,
+    "openloop": cell_openloop,
 }
 DEFAULT_CELLS = ("ingest", "durable", "readrandom", "space", "reopen")
 
@@ -1861,6 +2040,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="value kind(s): template, half, random (template; space: all three)",
     )
     p.add_argument("--overwrite-rounds", type=int, default=10)
+    p.add_argument(
+        "--rates",
+        type=lambda s: [float(x) for x in s.split(",")],
+        default=[1000.0, 10000.0, 50000.0],
+        help="openloop cell: offered rates in ops/s (1000,10000,50000)",
+    )
     p.add_argument(
         "--workload",
         action="append",

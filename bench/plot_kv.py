@@ -86,6 +86,9 @@ def summarize(group: dict, impls: dict) -> list[dict]:
             )
             out["short_window"] = any(p.get("short_window") for p in phases)
             out["ops"] = ph["ops"]
+            out["not_kept_up"] = [
+                round(p.get("achieved_rate") or 0) for p in phases if p.get("kept_up") is False
+            ]
         rows.append(out)
     peers = [r for r in rows if r["family"] != "tuffdb" and r["median"] is not None]
     best = None
@@ -217,6 +220,12 @@ def markdown(env: dict, cells: list[dict], run: Path) -> str:
                     notes.append("stopped by the time cap")
                 if r.get("short_window"):
                     notes.append("window < 1 s")
+                if r.get("not_kept_up"):
+                    notes.append(
+                        "did not keep up with the offered rate (achieved "
+                        + ", ".join(f"{x:,}" for x in r["not_kept_up"])
+                        + " ops/s)"
+                    )
                 if r.get("misses"):
                     notes.append(f"{r['misses']} get misses")
                 lat = r.get("latency")

@@ -15,7 +15,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 KV = REPO / "bench" / "kv.py"
 PLOT = REPO / "bench" / "plot_kv.py"
-CELLS = ("ingest", "durable", "readrandom", "space", "reopen", "workloads")
+CELLS = ("ingest", "durable", "readrandom", "space", "reopen", "workloads", "openloop")
 
 
 def _tuffdb_available() -> bool:
@@ -45,6 +45,8 @@ def test_bench_kv_smoke(tmp_path: Path) -> None:
         "400",
         "--overwrite-rounds",
         "1",
+        "--rates",
+        "2000",
         "--values",
         "half",
         "--workload",
