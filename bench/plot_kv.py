@@ -86,6 +86,9 @@ def summarize(group: dict, impls: dict) -> list[dict]:
             )
             out["short_window"] = any(p.get("short_window") for p in phases)
             out["ops"] = ph["ops"]
+            incl = [r.get("throughput_incl_close") for r in reps]
+            if all(isinstance(x, (int, float)) for x in incl):
+                out["incl_close"] = statistics.median(incl)
             out["not_kept_up"] = [
                 round(p.get("achieved_rate") or 0) for p in phases if p.get("kept_up") is False
             ]
@@ -205,9 +208,12 @@ def markdown(env: dict, cells: list[dict], run: Path) -> str:
                 "",
             ]
             has_lat = any(r.get("latency") for r in rows)
+            has_incl = any(r.get("incl_close") is not None for r in rows)
             head = ["store", "setting", "median", "min-max", "ratio vs best peer"]
             if metric == "space":
                 head.append("vs rocksdict")
+            if has_incl:
+                head.append("incl. flush+close")
             if has_lat:
                 head += ["p50 us", "p99 us", "p99.9 us", "N", "errors"]
             head.append("notes")
@@ -244,6 +250,8 @@ def markdown(env: dict, cells: list[dict], run: Path) -> str:
                 if metric == "space":
                     rr = r.get("ratio_rocksdict")
                     cells_.append(f"{rr:.2f}x" if rr is not None else "-")
+                if has_incl:
+                    cells_.append(fmt(r.get("incl_close"), metric))
                 if has_lat:
                     cells_ += [
                         pct(lat, "p50"),
