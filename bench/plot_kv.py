@@ -86,6 +86,13 @@ def summarize(group: dict, impls: dict) -> list[dict]:
             )
             out["short_window"] = any(p.get("short_window") for p in phases)
             out["ops"] = ph["ops"]
+            st = reps[mi].get("store_stats") or {}
+            if "hot_bytes" in st or "cache_bytes" in st:  # tuffdb: hot tier vs cache budget
+                out["memory"] = (
+                    f"hot tier {st.get('hot_bytes', 0) / 2**20:.1f} MiB, cache "
+                    f"{st.get('cache_bytes', 0) / 2**20:.1f}/{st.get('cache_limit', 0) / 2**20:.1f}"
+                    " MiB"
+                )
             incl = [r.get("throughput_incl_close") for r in reps]
             if all(isinstance(x, (int, float)) for x in incl):
                 out["incl_close"] = statistics.median(incl)
@@ -232,6 +239,8 @@ def markdown(env: dict, cells: list[dict], run: Path) -> str:
                         + ", ".join(f"{x:,}" for x in r["not_kept_up"])
                         + " ops/s)"
                     )
+                if r.get("memory"):
+                    notes.append(r["memory"])
                 if r.get("misses"):
                     notes.append(f"{r['misses']} get misses")
                 lat = r.get("latency")
