@@ -9,7 +9,8 @@ Semantics (shared by the planner, so index plans equal full scans):
 
 * values compare by :func:`tuffdb.documents.values.order_key`; values of different ranks
   are never equal and never ordered (``Gt 5`` does not match ``"6"``); a string filter
-  value also matches a DateTime, UUID or Decimal it parses as;
+  value also matches the DateTime, UUID or number it parses as (Decimals travel as
+  strings, so ``"36"`` matches 36);
 * a missing field reads as null (``Eq null`` matches it; ``Gt`` never does);
 * ``Contains`` is a substring test on strings and a membership test on Array/Set/Vector;
   ``StartsWith``/``EndsWith`` apply to strings only; all three are case-sensitive;

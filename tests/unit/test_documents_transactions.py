@@ -1,0 +1,134 @@
+"""Transactions: staging, read-your-writes, commit-time conflicts per isolation level, savepoints."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tuffdb.documents import Database, where
+from tuffdb.errors import ConflictError, IntegrityError, NotFoundError, OperationalError, ProgrammingError
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    d = Database.open(tmp_path / "docs")
+    yield d
+    assert d.check() == []
+    d.close()
+
+
+def test_writes_are_invisible_until_commit_and_visible_inside(db: Database) -> None:
+    c = db.collection("acc")
+    a = c.insert({"bal": 10})
+    tx = db.transaction()
+    new = tx.insert("acc", {"bal": 1})
+    tx.update("acc", a, {"bal": 5})
+    assert tx.get("acc", a)["bal"] == 5 and len(tx.find("acc", where("bal") < 10)) == 2
+    assert c.get(a)["bal"] == 10 and c.count() == 1
+    tx.commit()
+    assert c.get(a)["bal"] == 5 and c.get(new)["bal"] == 1
+    with pytest.raises(ProgrammingError):
+        tx.insert("acc", {})
+
+
+def test_rollback_discards_everything(db: Database) -> None:
+    tx = db.transaction()
+    tx.insert("c", {"a": 1})
+    tx.rollback()
+    assert "c" not in db.collections()
+
+
+def test_write_write_conflict_first_committer_wins(db: Database) -> None:
+    c = db.collection("acc")
+    a = c.insert({"bal": 10})
+    t1, t2 = db.transaction(), db.transaction()
+    t1.update("acc", a, {"bal": 1})
+    t2.update("acc", a, {"bal": 2})
+    t1.commit()
+    with pytest.raises(ConflictError):
+        t2.commit()
+    assert c.get(a)["bal"] == 1 and t2.status()["state"] == "Aborted"
+
+
+def test_non_transactional_write_also_conflicts(db: Database) -> None:
+    c = db.collection("acc")
+    a = c.insert({"bal": 10})
+    tx = db.transaction()
+    tx.update("acc", a, {"bal": 1})
+    c.update(a, {"bal": 99})
+    with pytest.raises(ConflictError):
+        tx.commit()
+    assert c.get(a)["bal"] == 99
+
+
+def test_read_committed_ignores_read_changes_repeatable_read_does_not(db: Database) -> None:
+    c = db.collection("acc")
+    a, b = c.insert({"bal": 10}), c.insert({"bal": 10})
+    rc, rr = db.transaction("ReadCommitted"), db.transaction("RepeatableRead")
+    for tx in (rc, rr):
+        tx.get("acc", a)
+        tx.update("acc", b, {"bal": 0}) if tx is rc else tx.insert("other", {"x": 1})
+    c.update(a, {"bal": 11})
+    assert rr.get("acc", a)["bal"] == 10  # repeatable: the first read is kept
+    rc.commit()
+    with pytest.raises(ConflictError):
+        rr.commit()
+
+
+def test_serializable_catches_phantoms(db: Database) -> None:
+    c = db.collection("acc")
+    c.insert({"bal": 10})
+    tx = db.transaction("Serializable")
+    assert len(tx.find("acc", where("bal") > 5)) == 1
+    tx.insert("audit", {"seen": 1})
+    c.insert({"bal": 50})
+    with pytest.raises(ConflictError):
+        tx.commit()
+    assert "audit" not in db.collections()
+
+
+def test_savepoints_roll_back_and_release(db: Database) -> None:
+    tx = db.transaction()
+    tx.insert("c", {"id": "a"})
+    tx.savepoint("s1")
+    tx.insert("c", {"id": "b"})
+    tx.savepoint("s2")
+    tx.insert("c", {"id": "c"})
+    tx.rollback_to("s1")
+    assert [r["id"] for r in tx.find("c")] == ["a"]
+    tx.insert("c", {"id": "d"})
+    tx.release("s1")
+    with pytest.raises(NotFoundError):
+        tx.rollback_to("s1")
+    tx.commit()
+    assert [r["id"] for r in db.collection("c").find()] == ["a", "d"]
+
+
+def test_unique_violation_at_commit_writes_nothing(db: Database) -> None:
+    c = db.collection("u")
+    c.create_index("email", "hash", unique=True)
+    tx = db.transaction()
+    tx.insert("u", {"email": "a@x"})
+    tx.insert("other", {"z": 1})
+    c.insert({"email": "a@x"})
+    with pytest.raises(IntegrityError):
+        tx.commit()
+    assert c.count() == 1 and "other" not in db.collections()
+
+
+def test_timed_out_transaction_is_rolled_back(db: Database) -> None:
+    tx = db.transaction(timeout=0.0)
+    with pytest.raises(OperationalError):
+        tx.insert("c", {})
+    assert tx.status()["state"] == "TimedOut"
+
+
+def test_context_manager_commits_or_rolls_back(db: Database) -> None:
+    with db.transaction() as tx:
+        tx.insert("c", {"id": "ok"})
+    with pytest.raises(RuntimeError), db.transaction() as tx:
+        tx.insert("c", {"id": "no"})
+        raise RuntimeError
+    assert [r["id"] for r in db.collection("c").find()] == ["ok"]
