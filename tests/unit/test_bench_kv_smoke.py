@@ -45,6 +45,8 @@ def test_bench_kv_smoke(tmp_path: Path) -> None:
         "400",
         "--overwrite-rounds",
         "1",
+        "--warmup",
+        "0.05",
         "--rates",
         "2000",
         "--values",
