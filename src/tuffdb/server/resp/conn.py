@@ -136,6 +136,9 @@ class Conn(asyncio.Protocol):
             out.append(execute(args))
             if self.closing:
                 break
+        if self.parser.error is not None and not self.closing:
+            out.append(reply.error(f"ERR {self.parser.error}"))
+            self.closing = True  # the replies so far, then the error, then close
         if (self.wrote and self.srv.always) or self.deferred:
             self._wait_then_reply(out)
         else:

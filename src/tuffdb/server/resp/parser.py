@@ -32,7 +32,8 @@ _HEX = b"0123456789abcdefABCDEF"
 class RequestParser:
     """Turns a byte stream into commands (lists of ``bytes``); one per connection."""
 
-    __slots__ = ("_args", "_buf", "_chunks", "_have", "_left", "_need", "_pos", "max_bulk_len")
+    __slots__ = ("_args", "_buf", "_chunks", "_have", "_left", "_need", "_pos", "error",
+                 "max_bulk_len")
 
     def __init__(self, max_bulk_len: int = DEFAULT_MAX_BULK_LEN) -> None:
         self.max_bulk_len = max_bulk_len
@@ -43,6 +44,9 @@ class RequestParser:
         self._need = 0  # do not parse until this many unread bytes are buffered
         self._args: list[bytes] = []  # arguments of a multibulk command in progress
         self._left = 0  # arguments still missing from that command
+        # A protocol error found after some good commands: they are returned first and
+        # the error is raised by the next call (Redis runs what preceded the bad bytes).
+        self.error: ProtocolError | None = None
 
     def buffered(self) -> int:
         """Bytes received but not yet consumed by a complete command."""
@@ -61,13 +65,22 @@ class RequestParser:
 
     def commands(self) -> list[list[bytes]]:
         """Return every complete command buffered so far (possibly none)."""
+        if self.error is not None:
+            raise self.error
         if self._have and len(self._buf) - self._pos + self._have < self._need:
             return []  # still waiting for the rest of a big bulk: do not join yet
         if self._chunks:
             self._join()
         out: list[list[bytes]] = []
         while True:
-            cmd = self._multibulk() if (self._left or self._starts_multibulk()) else self._inline()
+            try:
+                cmd = (self._multibulk() if (self._left or self._starts_multibulk())
+                       else self._inline())
+            except ProtocolError as exc:
+                if not out:
+                    raise
+                self.error = exc
+                return out
             if cmd is None:
                 return out
             if cmd:

@@ -111,10 +111,13 @@ class RespServer:
             for c in conns:
                 c.dirty = True
 
-    def touch_all(self) -> None:
-        for conns in self.watchers.values():
-            for c in conns:
-                c.dirty = True
+    def touch_existing(self) -> None:
+        """Before FLUSHDB: mark watchers of keys that exist (Redis ignores absent ones)."""
+        exists = self.store.exists
+        for key, conns in self.watchers.items():
+            if exists(key):
+                for c in conns:
+                    c.dirty = True
 
     # -- SCAN cursors ---------------------------------------------------------------
     def save_cursor(self, last_key: bytes) -> int:

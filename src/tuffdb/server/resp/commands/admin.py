@@ -30,12 +30,12 @@ def _flush(c: Conn, a: list[bytes]) -> bytes:
     if len(a) > 2 or (len(a) == 2 and a[1].lower() not in (b"async", b"sync")):
         raise CommandError("ERR syntax error")
     store = c.store
+    c.srv.touch_existing()
     batch: list[bytes] = []
     for key in store:
         batch.append(key)
     for i in range(0, len(batch), 4096):
         store.delete_many(batch[i : i + 4096], sync=False)
-    c.srv.touch_all()
     return reply.OK
 
 

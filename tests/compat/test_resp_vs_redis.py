@@ -1,0 +1,231 @@
+"""Byte-for-byte replies compared with a real redis-server (Debian's package).
+
+Where behaviour is subtle (SET options, expiry, INCRBYFLOAT formatting, error wording,
+WATCH, RESP3 shapes), the exact bytes Redis sends are the spec. Each case runs the
+same command script on a fresh tuffdb and a fresh redis-server and compares every
+reply. Skipped only when redis-server is not installed (CI installs it via dev.py).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tuffdb.server.resp._process import ServerProcess, redis_server_path, start_redis, start_tuffdb
+
+pytestmark = pytest.mark.skipif(
+    redis_server_path() is None,
+    reason="redis-server is not installed (apt-get install redis-server; dev.py does it)")
+
+
+class RawClient:
+    """Sends commands as multibulk and returns each reply's exact bytes."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.buf = b""
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _fill(self) -> None:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("server closed the connection")
+        self.buf += chunk
+
+    def _line_end(self, pos: int) -> int:
+        while (end := self.buf.find(b"\r\n", pos)) < 0:
+            self._fill()
+        return end
+
+    def _frame_end(self, pos: int) -> int:
+        end = self._line_end(pos)
+        kind, head = self.buf[pos : pos + 1], self.buf[pos + 1 : end]
+        if kind in b"$=!" and head != b"-1":
+            stop = end + 2 + int(head) + 2
+            while len(self.buf) < stop:
+                self._fill()
+            return stop
+        if kind in b"*~>%" and head != b"-1":
+            n = int(head) * (2 if kind == b"%" else 1)
+            pos = end + 2
+            for _ in range(n):
+                pos = self._frame_end(pos)
+            return pos
+        return end + 2
+
+    def call(self, *args: bytes | str) -> bytes:
+        parts = [a.encode() if isinstance(a, str) else a for a in args]
+        self.sock.sendall(b"*%d\r\n" % len(parts)
+                          + b"".join(b"$%d\r\n%b\r\n" % (len(p), p) for p in parts))
+        end = self._frame_end(0)
+        out, self.buf = self.buf[:end], self.buf[end:]
+        return out
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
+    tuff = start_tuffdb(Path(tmp_path_factory.mktemp("resp-vs-redis")))
+    redis: ServerProcess = start_redis()
+    try:
+        yield tuff.port, redis.port
+    finally:
+        tuff.stop()
+        redis.stop()
+
+
+def run_script(port: int, script: list[tuple[str, ...]]) -> list[bytes]:
+    c = RawClient(port)
+    try:
+        c.call("FLUSHALL")
+        return [c.call(*cmd) for cmd in script]
+    finally:
+        c.close()
+
+
+def compare(servers: tuple[int, int], script: list[tuple[str, ...]]) -> None:
+    ours = run_script(servers[0], script)
+    theirs = run_script(servers[1], script)
+    for cmd, a, b in zip(script, ours, theirs, strict=True):
+        if cmd[0] == "HELLO" and a[:1] in b"%*":
+            # server name, version and client id legitimately differ: compare the shape
+            a, b = a.split(b"\r\n")[0], b.split(b"\r\n")[0]
+        assert a == b, f"{' '.join(cmd)!r}: tuffdb {a!r} != redis {b!r}"
+
+
+SCRIPTS: dict[str, list[tuple[str, ...]]] = {
+    "set_options": [
+        ("SET", "k", "v"), ("SET", "k", "w", "NX"), ("SET", "k", "w", "XX"), ("GET", "k"),
+        ("SET", "n", "v", "XX"), ("SET", "n", "v", "NX", "GET"), ("SET", "k", "z", "GET"),
+        ("SET", "k", "v", "NX", "XX"), ("SET", "k", "v", "EX", "10", "PX", "100"),
+        ("SET", "k", "v", "EX", "0"), ("SET", "k", "v", "EX", "-1"), ("SET", "k", "v", "EX", "x"),
+        ("SET", "k", "v", "PX", "0"), ("SET", "k", "v", "EX"), ("SET", "k", "v", "KEEPTTL",
+                                                                 "EX", "5"),
+        ("SET", "k", "v", "EX", "100"), ("TTL", "k"), ("SET", "k", "v2", "KEEPTTL"), ("TTL", "k"),
+        ("SET", "k", "v3"), ("TTL", "k"), ("SET", "k", "v", "EXAT", "1"), ("GET", "k"),
+        ("SET", "k", "v", "FOO"), ("SET", "k"), ("SETNX", "k", "a"), ("SETNX", "k", "b"),
+        ("GET", "k"), ("SETEX", "k", "0", "v"), ("SETEX", "k", "100", "v"), ("TTL", "k"),
+        ("PSETEX", "k", "-5", "v"), ("GETSET", "k", "new"), ("GETDEL", "k"), ("GETDEL", "k"),
+        ("HSET", "h", "f", "v"), ("SET", "h", "v", "GET"), ("GETEX", "k2"),
+        ("SET", "k2", "v"), ("GETEX", "k2", "EX", "100"), ("TTL", "k2"),
+        ("GETEX", "k2", "PERSIST"), ("TTL", "k2"), ("GETEX", "k2", "EX", "1", "PERSIST"),
+        ("GETEX", "k2", "FOO"), ("MSET", "a", "1", "b"), ("MSET", "a", "1", "b", "2"),
+        ("MGET", "a", "b", "h", "nope"), ("MSETNX", "a", "1", "c", "3"), ("MSETNX", "c", "3"),
+    ],
+    "counters_and_ranges": [
+        ("INCR", "n"), ("INCRBY", "n", "41"), ("DECR", "n"), ("DECRBY", "n", "-5"),
+        ("INCRBY", "n", "x"), ("INCRBY", "n", " 1"), ("INCRBY", "n", "01"), ("SET", "s", "abc"),
+        ("INCR", "s"), ("SET", "big", "9223372036854775807"), ("INCR", "big"),
+        ("DECRBY", "n", "-9223372036854775808"), ("INCRBYFLOAT", "f", "10.5"),
+        ("INCRBYFLOAT", "f", "0.1"), ("INCRBYFLOAT", "g", "0.1"), ("INCRBYFLOAT", "g", "0.2"),
+        ("INCRBYFLOAT", "g", "5.0e3"), ("INCRBYFLOAT", "g", "-5000.3"),
+        ("INCRBYFLOAT", "g", "abc"), ("INCRBYFLOAT", "g", "inf"), ("INCRBYFLOAT", "s", "1"),
+        ("SET", "e", "1e300"), ("INCRBYFLOAT", "e", "1e300"), ("INCRBYFLOAT", "z", "-0.0"),
+        ("INCRBYFLOAT", "z", "3.0000000000000000001"), ("APPEND", "s", "def"),
+        ("APPEND", "new", "x"), ("STRLEN", "s"), ("STRLEN", "none"), ("GETRANGE", "s", "0", "2"),
+        ("GETRANGE", "s", "-3", "-1"), ("GETRANGE", "s", "5", "1"), ("GETRANGE", "s", "0", "-100"),
+        ("GETRANGE", "s", "-100", "100"), ("GETRANGE", "none", "0", "-1"),
+        ("GETRANGE", "s", "a", "1"), ("SETRANGE", "s", "1", "XY"), ("GET", "s"),
+        ("SETRANGE", "pad", "3", "x"), ("GET", "pad"), ("SETRANGE", "s", "-1", "x"),
+        ("SETRANGE", "none2", "5", ""), ("EXISTS", "none2"), ("SETRANGE", "s", "0", ""),
+    ],
+    "keys_and_expiry": [
+        ("SET", "a", "1"), ("SET", "b", "2"), ("HSET", "h", "f", "v"), ("DEL", "a", "a", "zz"),
+        ("EXISTS", "b", "b", "zz"), ("UNLINK", "b"), ("TYPE", "h"), ("TYPE", "zz"),
+        ("SET", "s", "1"), ("TYPE", "s"), ("EXPIRE", "s", "100"), ("TTL", "s"),
+        ("EXPIRE", "s", "50", "GT"), ("EXPIRE", "s", "200", "GT"), ("TTL", "s"),
+        ("EXPIRE", "s", "300", "LT"), ("EXPIRE", "s", "10", "NX"), ("EXPIRE", "s", "10", "XX"),
+        ("TTL", "s"), ("EXPIRE", "s", "10", "NX", "XX"), ("EXPIRE", "s", "10", "GT", "LT"),
+        ("EXPIRE", "s", "10", "FOO"), ("EXPIRE", "zz", "10"), ("PERSIST", "s"), ("PERSIST", "s"),
+        ("TTL", "s"), ("TTL", "zz"), ("PTTL", "zz"), ("PTTL", "s"), ("EXPIRE", "s", "x"),
+        ("EXPIREAT", "s", "99999999999"), ("TTL", "s"), ("PEXPIRE", "s", "-1"), ("EXISTS", "s"),
+        ("SET", "t", "1"), ("EXPIRE", "t", "10", "LT"), ("TTL", "t"), ("RENAME", "t", "u"),
+        ("TTL", "u"), ("GET", "t"), ("RENAME", "t", "u"), ("RENAME", "u", "u"),
+        ("RENAMENX", "u", "u"), ("SET", "v", "1"), ("RENAMENX", "u", "v"), ("RENAMENX", "u", "w"),
+        ("KEYS", "[vx]"), ("KEYS", "h?"), ("KEYS", "nomatch*"), ("DBSIZE",),
+        ("SCAN", "0", "MATCH", "h*", "COUNT", "1000"), ("SCAN", "0", "COUNT", "0"),
+        ("SCAN", "x"), ("SCAN", "0", "TYPE", "hash", "COUNT", "1000"),
+        ("FLUSHDB",), ("RANDOMKEY",), ("DBSIZE",), ("FLUSHDB", "FOO"),
+    ],
+    "hashes": [
+        ("HSET", "h", "a", "1", "b", "2"), ("HSET", "h", "a", "3", "c", "4"), ("HSET", "h", "x"),
+        ("HGET", "h", "a"), ("HGET", "h", "zz"), ("HGET", "zz", "a"), ("HMGET", "h", "a", "zz"),
+        ("HLEN", "h"), ("HEXISTS", "h", "a"), ("HEXISTS", "h", "zz"), ("HSTRLEN", "h", "a"),
+        ("HSETNX", "h", "a", "9"), ("HSETNX", "h", "d", "9"), ("HDEL", "h", "a", "zz"),
+        ("HINCRBY", "h", "n", "5"), ("HINCRBY", "h", "n", "x"), ("HINCRBY", "h", "d", "1"),
+        ("HSET", "h", "s", "abc"), ("HINCRBY", "h", "s", "1"), ("HINCRBYFLOAT", "h", "s", "1"),
+        ("HINCRBYFLOAT", "h", "f", "0.1"), ("HINCRBYFLOAT", "h", "f", "0.2"),
+        ("SET", "str", "v"), ("HGET", "str", "a"), ("HSET", "str", "a", "b"), ("GET", "h"),
+        ("HDEL", "h", "b", "c", "d", "n", "s", "f"), ("EXISTS", "h"), ("HGETALL", "h"),
+        ("HKEYS", "h"), ("HVALS", "h"), ("HMSET", "m", "a", "1"), ("HGETALL", "m"),
+        ("HSCAN", "m", "0"), ("HSCAN", "m", "0", "MATCH", "z*"), ("HSCAN", "m", "x"),
+    ],
+    "transactions_and_errors": [
+        ("MULTI",), ("SET", "a", "1"), ("INCR", "a"), ("HSET", "a", "f", "v"), ("EXEC",),
+        ("MULTI",), ("MULTI",), ("DISCARD",), ("DISCARD",), ("EXEC",),
+        ("MULTI",), ("SET", "a"), ("NOSUCH", "x"), ("EXEC",), ("GET", "a"),
+        ("WATCH", "a"), ("MULTI",), ("WATCH", "b"), ("EXEC",), ("UNWATCH",),
+        ("NOSUCHCMD",), ("NOSUCHCMD", "a", "b c"), ("GET",), ("GET", "a", "b"),
+        ("SELECT", "0"), ("SELECT", "16"), ("SELECT", "x"), ("ECHO", "hi"), ("PING",),
+        ("PING", "x"), ("PING", "x", "y"), ("AUTH", "pw"), ("AUTH", "default", "x"),
+        ("AUTH", "bob", "x"), ("HELLO", "4"), ("HELLO", "x"), ("CLIENT", "SETNAME", "a b"),
+        ("CLIENT", "SETNAME", "ok"), ("CLIENT", "GETNAME"), ("CLIENT", "NOSUCH"),
+        ("WAIT", "0", "0"), ("CONFIG", "SET", "nosuch", "1"), ("CONFIG", "GET", "nosuchparam"),
+        ("LASTSAVE", "x"), ("PUBLISH", "ch", "msg"),
+    ],
+    "resp3_shapes": [
+        ("HELLO", "3", "SETNAME", "x"), ("HSET", "h", "a", "1", "b", "2"), ("HGETALL", "h"),
+        ("GET", "nope"), ("MGET", "nope", "h"), ("CONFIG", "GET", "nosuchparam"),
+        ("INCRBYFLOAT", "f", "1.5"), ("HGETALL", "nope"), ("MULTI",), ("GET", "nope"),
+        ("EXEC",), ("WATCH", "h"), ("SET", "h", "x"), ("MULTI",), ("EXEC",),
+        ("SUBSCRIBE", "c1"), ("PING",), ("UNSUBSCRIBE",), ("PSUBSCRIBE", "p*"),
+        ("PUNSUBSCRIBE", "p*"), ("UNSUBSCRIBE",), ("HELLO", "2"), ("HGETALL", "h"),
+    ],
+    "resp2_pubsub_context": [
+        ("SUBSCRIBE", "c1"), ("GET", "a"), ("PING",), ("PING", "x"), ("PSUBSCRIBE", "a*"),
+        ("UNSUBSCRIBE", "c1", "nope"), ("PUNSUBSCRIBE",), ("GET", "a"),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_replies_match_redis_byte_for_byte(servers: tuple[int, int], name: str) -> None:
+    compare(servers, SCRIPTS[name])
+
+
+def test_watch_conflict_from_another_client_matches_redis(servers: tuple[int, int]) -> None:
+    results = []
+    for port in servers:
+        a, b = RawClient(port), RawClient(port)
+        try:
+            steps = [a.call("FLUSHALL"), a.call("SET", "k", "1"), a.call("WATCH", "k"),
+                     b.call("SET", "k", "2"), a.call("MULTI"), a.call("SET", "k", "3"),
+                     a.call("EXEC"), a.call("GET", "k"), a.call("WATCH", "k"),
+                     a.call("MULTI"), a.call("INCR", "k"), a.call("EXEC"),
+                     a.call("WATCH", "gone"), b.call("FLUSHALL"), a.call("MULTI"),
+                     a.call("EXEC")]
+        finally:
+            a.close()
+            b.close()
+        results.append(steps)
+    assert results[0] == results[1]
+
+
+def test_pubsub_message_frames_match_redis(servers: tuple[int, int]) -> None:
+    results = []
+    for port in servers:
+        sub, pub, sub3 = RawClient(port), RawClient(port), RawClient(port)
+        try:
+            steps = [sub.call("SUBSCRIBE", "news"), sub3.call("HELLO", "3")[:1],
+                     sub3.call("PSUBSCRIBE", "n*"), pub.call("PUBLISH", "news", "hi")]
+            steps.append(sub._frame_end(0) and sub.buf)
+            steps.append(sub3._frame_end(0) and sub3.buf)
+        finally:
+            for c in (sub, pub, sub3):
+                c.close()
+        results.append(steps)
+    assert results[0] == results[1]
