@@ -16,7 +16,7 @@ percentiles are shown only when N >= 1000; every row names its durability settin
 """
 
 # Benchmark script, not library code.
-# ruff: noqa: T201, CPY001, EXE001, C901, PLR0912, PLR0915, ICN001, ISC004
+# ruff: noqa: T201, CPY001, EXE001, C901, PLR0912, PLR0915, ICN001, ISC004, PLR0913, PLR0917
 from __future__ import annotations
 
 import argparse
@@ -138,6 +138,155 @@ def pct(lat: dict | None, key: str) -> str:
     return "-" if v is None else f"{v:,.1f}"
 
 
+def _find(cells: list[dict], gid: str) -> tuple[dict, list[dict]] | None:
+    for doc in cells:
+        for group in doc["groups"]:
+            if group["id"] == gid:
+                return group, summarize(group, doc.get("impls", {}))
+    return None
+
+
+def _row(rows: list[dict], name: str) -> dict | None:
+    return next((r for r in rows if r["name"] == name and r["median"] is not None), None)
+
+
+def _spread_txt(r: dict, metric: str) -> str:
+    lat = r.get("latency") or {}
+    n = f", N={lat['n']:,}" if lat.get("n") else ""
+    return f"{fmt(r['median'], metric)} ({fmt(r['min'], metric)}-{fmt(r['max'], metric)}{n})"
+
+
+def targets(cells: list[dict]) -> list[str]:
+    """Issue 2 section 4 targets, evaluated from this run's raw results (absent cells: '-')."""
+    lines = [
+        "## Issue 2 section 4 targets (this run)",
+        "",
+        "| target | tuffdb (median, min-max, N) | compared with | ratio | met? |",
+        "|---|---|---|---|---|",
+    ]
+
+    def add(
+        label: str,
+        gid: str,
+        subject: str,
+        against: str | None,
+        op: str,
+        bound: float,
+        mode: str = "ratio",
+    ) -> None:
+        found = _find(cells, gid)
+        if not found:
+            lines.append(f"| {label} | not run (`{gid}`) | | | |")
+            return
+        group, rows = found
+        me = _row(rows, subject)
+        if me is None:
+            lines.append(f"| {label} | {subject} missing or failed | | | |")
+            return
+        metric = group["metric"]
+        if mode == "value":
+            value, other = me["median"], "-"
+        elif mode == "self":
+            base = _find(cells, gid.replace("after-compact", "after-load"))
+            ref = _row(base[1], subject) if base else None
+            if ref is None:
+                lines.append(f"| {label} | {_spread_txt(me, metric)} | no after-load row | | |")
+                return
+            value = me["median"] / ref["median"]
+            other = f"{subject} after load {_spread_txt(ref, metric)}"
+        else:
+            ref = _row(rows, against) if against else None
+            if against is None:
+                ref = _row(rows, me["best_peer"]) if me["best_peer"] else None
+            if ref is None:
+                lines.append(f"| {label} | {_spread_txt(me, metric)} | no peer result | | |")
+                return
+            value = me["median"] / ref["median"]
+            other = f"{ref['name']} {_spread_txt(ref, metric)}"
+        met = value >= bound if op == ">=" else value < bound if op == "<" else value <= bound
+        shown = f"{value:.2f}x" if mode in ("ratio", "self") else fmt(value, metric)
+        keys = group["params"].get("keys")
+        if keys:
+            label = f"{label} [this run: {keys:,} keys]"
+        lines.append(
+            f"| {label} | {_spread_txt(me, metric)} | {other} | {shown} | "
+            f"{'yes' if met else '**no**'} ({op} {bound:g}) |"
+        )
+
+    add(
+        "ingest 300k, 8 threads, DEFAULT: >= 3x fastest peer",
+        "ingest-t8",
+        "tuffdb",
+        None,
+        ">=",
+        3.0,
+    )
+    add("ingest 300k, 1 thread: >= 2.5x fastest peer", "ingest-t1", "tuffdb", None, ">=", 2.5)
+    add(
+        "durable, 8 threads, FULL: >= 2.5x fastest peer",
+        "durable-t8",
+        "tuffdb-always",
+        None,
+        ">=",
+        2.5,
+    )
+    add(
+        "readrandom after reopen, in cache: >= 1x lmdb",
+        "readrandom-in-cache-t1",
+        "tuffdb",
+        "lmdb",
+        ">=",
+        1.0,
+    )
+    add(
+        "readrandom after reopen, cache = working/8: >= 1x rocksdict",
+        "readrandom-out-of-cache-t1",
+        "tuffdb",
+        "rocksdict",
+        ">=",
+        1.0,
+    )
+    add(
+        "Space after close, half-compressible: <= rocksdict",
+        "space-half-after-load",
+        "tuffdb",
+        "rocksdict",
+        "<=",
+        1.0,
+    )
+    add(
+        "Space after close, incompressible: <= 1.05x raw",
+        "space-random-after-load",
+        "tuffdb",
+        None,
+        "<=",
+        1.05,
+        mode="value",
+    )
+    for kind in ("half", "random", "template"):
+        add(
+            f"Space after 10 overwrites + compact(), {kind}: <= 1.5x raw live data",
+            f"space-{kind}-after-compact",
+            "tuffdb",
+            None,
+            "<=",
+            1.5,
+            mode="value",
+        )
+        add(
+            f"... same, {kind}: <= 1.5x its own Space after the first load",
+            f"space-{kind}-after-compact",
+            "tuffdb",
+            None,
+            "<=",
+            1.5,
+            mode="self",
+        )
+    add("reopen, 1,000,000 keys: < 1 s", "reopen", "tuffdb", None, "<", 1.0, mode="value")
+    lines.append("")
+    return lines
+
+
 def markdown(env: dict, cells: list[dict], run: Path) -> str:
     out: list[str] = [f"# KV benchmark results: run `{run.name}`", ""]
     out += [
@@ -193,6 +342,7 @@ def markdown(env: dict, cells: list[dict], run: Path) -> str:
                 )
         out += [f"| {k} | {v} |" for k, v in rows]
         out.append("")
+    out += targets(cells)
     for doc in cells:
         impls = doc.get("impls", {})
         out += [f"## Cell `{doc['cell']}`", "", f"Command: `{doc.get('command', '')}`", ""]
