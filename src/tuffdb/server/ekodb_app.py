@@ -191,10 +191,10 @@ class App:
         limit = self.settings.rate_limit_per_minute
         if not limit:
             return []
-        now = int(time.time())
-        start, count = self._windows.get(who, (now - now % 60, 0))
+        now = int(time.time())  # a window opens at a principal's first request, lasts 60 s
+        start, count = self._windows.get(who, (now, 0))
         if now >= start + 60:
-            start, count = now - now % 60, 0
+            start, count = now, 0
         reset = start + 60
         if count >= limit:
             hdrs = [("X-RateLimit-Limit", str(limit)), ("X-RateLimit-Remaining", "0"),
