@@ -24,6 +24,7 @@ __all__ = [
     "FsyncFault",
     "failing_fsync",
     "failpoint",
+    "fd_path",
     "flip_byte",
     "truncate_by",
     "zero_fill_tail",
@@ -52,13 +53,13 @@ class FsyncFault:
 
 @contextmanager
 def failing_fsync(
-    should_fail: Callable[[], bool] = lambda: True,
+    should_fail: Callable[[int], bool] = lambda fd: True,
     error: int = errno.EIO,
 ) -> Iterator[FsyncFault]:
     """Make ``os.fsync`` and ``os.fdatasync`` raise ``OSError(error)`` while ``should_fail()``.
 
-    ``should_fail`` runs in the calling thread, so it can scope the fault to a store's
-    writer thread (``lambda: threading.current_thread() is not main``) or to a countdown.
+    ``should_fail(fd)`` runs in the calling thread, so it can scope the fault to a store's
+    writer thread, to one kind of file (see :func:`fd_path`) or to a countdown.
     Calls that do not fail reach the real system call.
     """
     real_fsync, real_fdatasync = os.fsync, os.fdatasync
@@ -66,7 +67,7 @@ def failing_fsync(
 
     def wrap(real: Callable[[int], None]) -> Callable[[int], None]:
         def call(fd: int) -> None:
-            if should_fail():
+            if should_fail(fd):
                 with seen.lock:
                     seen.failed += 1
                     seen.failed_threads.add(threading.current_thread().name)
@@ -79,6 +80,14 @@ def failing_fsync(
 
     with mock.patch("os.fsync", wrap(real_fsync)), mock.patch("os.fdatasync", wrap(real_fdatasync)):
         yield seen
+
+
+def fd_path(fd: int) -> str:
+    """The path an open descriptor refers to (Linux ``/proc``), or ``""`` if unknown."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
 
 
 # -- damage to closed files ---------------------------------------------------------------
