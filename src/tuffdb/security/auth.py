@@ -171,10 +171,12 @@ class KeyRing:
         self._by_id[key.key_id] = key
 
     def create(self, *, label: str = "", description: str = "", is_admin: bool = False,
-               collection_permissions: dict[str, Any] | None = None) -> ApiKey:  # fmt: skip
+               collection_permissions: dict[str, Any] | None = None,
+               secret: str | None = None) -> ApiKey:  # fmt: skip
+        """A new key (``secret`` given: that exact key, e.g. ``tuffdb serve --api-key``)."""
         perms = {str(c): Permission.from_wire(p) for c, p in (collection_permissions or {}).items()}
-        key = ApiKey("tdb_" + secrets.token_urlsafe(32), str(label or ""), str(description or ""),
-                     bool(is_admin), perms)  # fmt: skip
+        key = ApiKey(secret or "tdb_" + secrets.token_urlsafe(32), str(label or ""),
+                     str(description or ""), bool(is_admin), perms)  # fmt: skip
         self._save(key)
         return key
 

@@ -4,7 +4,8 @@
 with encryption at rest on by default: the key comes from the host's
 ``encryption_key_file`` / ``TUFFDB_ENCRYPTION_KEY``, else from ``documents.key`` in the
 data directory (32 random bytes, created 0600 on first start). On the first start with
-no API keys an admin key is created, printed once to stderr and written to
+no API keys (and no ``api_key`` in the config, which becomes an admin key) an admin key is
+created, printed once to stderr and written to
 ``ekodb_admin_key`` (0600) in the data directory. Settings (``/api/config``) persist in
 ``ekodb_config.json`` in the data directory; ``[http]`` TOML keys of the same names set
 their initial values.
@@ -103,6 +104,10 @@ class EkoDBFace:
         self.db = Database(kv, sync=False)
         self.keyring = KeyRing(kv, sync=None)
         self.admin_key: str | None = None
+        configured = getattr(config, "api_key", None)
+        if configured and self.keyring.find(configured) is None:
+            self.keyring.create(label="configured", description="from the api_key setting",
+                                is_admin=True, secret=configured)  # fmt: skip
         if not self.keyring.keys():
             admin = self.keyring.create(label="admin", description="created on first start",
                                         is_admin=True)  # fmt: skip
