@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 
@@ -95,7 +95,7 @@ class FakeStore:
         self.problems = problems
         self.calls: list[str] = []
 
-    def __enter__(self) -> FakeStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -167,6 +167,20 @@ def test_check_stat_compact_on_a_real_kv_store(kv_dir: Path) -> None:
     with kv.KVStore.open(kv_dir) as store:
         assert store.get(b"key000") == b"new"
         assert store.get(b"key199") == b"value" * 199
+
+
+def test_check_exits_1_on_a_flipped_byte_in_a_kv_data_file(kv_dir: Path) -> None:
+    kv = pytest.importorskip("tuffdb.kv.store")
+    with kv.KVStore.open(kv_dir) as store:
+        store.compact()  # everything in cold, checksummed segments
+    data = max((p for p in kv_dir.iterdir() if p.name != "LOCK"), key=lambda p: p.stat().st_size)
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    check = run_cli("check", str(kv_dir))
+    assert check.returncode == 1, (check.stdout, check.stderr)
+    assert check.stdout.startswith("problem: ")
+    assert check.stdout.rstrip().endswith("problem(s) found")
 
 
 # -- against the real event store: dispatched by the segment header's file kind ----
