@@ -49,7 +49,10 @@ import itertools
 import math
 import os
 import shlex
+import shutil
+import signal
 import sqlite3
+import subprocess
 import sys
 import threading
 import time
@@ -871,6 +874,7 @@ def measure(
     *,
     quota: int | None = None,
     duration_s: float | None = None,
+    profile: bool = True,
 ) -> Phase:
     """Closed loop: one thread per source; ``quota`` ops per thread and/or a fixed window.
 
@@ -888,11 +892,12 @@ def measure(
     for t in threads:
         t.start()
     gc.collect()
-    barrier.wait()
-    t0 = time.perf_counter_ns()
-    for t in threads:
-        t.join()
-    elapsed = (time.perf_counter_ns() - t0) / 1e9
+    with _profiled(profile):
+        barrier.wait()
+        t0 = time.perf_counter_ns()
+        for t in threads:
+            t.join()
+        elapsed = (time.perf_counter_ns() - t0) / 1e9
     lat: list[int] = []
     n = errors = misses = 0
     first = None
@@ -989,9 +994,10 @@ def measure_open(
     for t in threads:
         t.start()
     gc.collect()
-    barrier.wait()
-    for t in threads:
-        t.join()
+    with _profiled():
+        barrier.wait()
+        for t in threads:
+            t.join()
     n = sum(r[0] for r in out)
     elapsed = max(r[6] for r in out)
     resp = [x for r in out for x in r[4]]
@@ -1392,19 +1398,76 @@ def _hung(impl: Impl, seconds: float) -> None:
     os._exit(3)
 
 
-def run_guarded(run: Run, impl: Impl, fn: Callable[[Path], dict]) -> dict:
-    """Fresh directory per run, deleted afterwards; a crash of one store is a result."""
+def run_guarded(run: Run, impl: Impl, fn: Callable[[Path], dict], label: str = "") -> dict:
+    """Fresh directory per run, deleted afterwards; a crash of one store is a result.
+
+    With ``--profile GLOB`` matching the store, each measured phase inside ``fn`` is recorded
+    by py-spy into ``<run>/profiles/<label>-<store>-<k>.svg`` and the rep says so.
+    """
+    pat = run.args.profile
+    if pat and any(fnmatch.fnmatchcase(impl.name, x) for x in pat.split(",")):
+        _PROFILE["base"] = run.out / "profiles" / f"{label}-{impl.name}"
+    _PROFILE["written"] = []
     with bench_dir(run.data_parent, impl.name.replace(".", "_")) as d:
         timer = threading.Timer(run.args.store_timeout, _hung, (impl, run.args.store_timeout))
         timer.daemon = True
         timer.start()
         try:
-            return fn(d / "db")
+            out = fn(d / "db")
         except Exception as exc:  # noqa: BLE001 - errors are results
             run.log(f"  {impl.name}: FAILED {exc!r}")
-            return {"failed": repr(exc)}
+            out = {"failed": repr(exc)}
         finally:
             timer.cancel()
+            _PROFILE["base"] = None
+    if _PROFILE["written"]:
+        out["profiled"] = True  # timings of this rep include py-spy sampling overhead
+        out["profiles"] = [str(p.relative_to(run.out)) for p in _PROFILE["written"]]
+    return out
+
+
+_PROFILE: dict[str, Any] = {"base": None, "written": []}
+
+
+@contextlib.contextmanager
+def _profiled(enabled: bool = True) -> Iterator[None]:
+    """py-spy (all threads, incl. native-released GIL time as idle) around one phase."""
+    base = _PROFILE["base"]
+    if not enabled or base is None:
+        yield
+        return
+    exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    path = base.with_name(f"{base.name}-{len(_PROFILE['written'])}.svg")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        exe,
+        "record",
+        "--pid",
+        str(os.getpid()),
+        "-o",
+        str(path),
+        "-f",
+        "flamegraph",
+        "--threads",
+        "--nonblocking",
+        "--rate",
+        "250",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # noqa: S603
+    time.sleep(0.5)  # let it attach before the phase starts
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            _out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            err = b"timeout"
+        if path.exists():
+            _PROFILE["written"].append(path)
+        else:
+            sys.stderr.write(f"py-spy wrote no profile: {err.decode(errors='replace')[-500:]}\n")
 
 
 def cell_ingest(run: Run) -> dict:
@@ -1476,7 +1539,7 @@ def cell_ingest(run: Run) -> dict:
                         "store_stats": stats,
                     }
 
-                r = run_guarded(run, impl, body)
+                r = run_guarded(run, impl, body, f"ingest-t{threads}-rep{rep}")
                 add_rep(g, impl, r)
                 run.log(
                     f"ingest t{threads} rep{rep} {impl.name}: "
@@ -1551,7 +1614,7 @@ def cell_durable(run: Run) -> dict:
                         "store_stats": stats,
                     }
 
-                r = run_guarded(run, impl, body)
+                r = run_guarded(run, impl, body, f"durable-t{threads}-rep{rep}")
                 add_rep(g, impl, r)
                 run.log(
                     f"durable t{threads} rep{rep} {impl.name}: "
@@ -1622,7 +1685,7 @@ def cell_readrandom(run: Run) -> dict:
                         warm = None
                         if a.warmup > 0:  # unmeasured gets with another seed: fill caches
                             wsrc = uniform_get_sources(n, threads, seed ^ 0x77, 1 << 16)
-                            wph = measure(ad, wsrc, duration_s=a.warmup)
+                            wph = measure(ad, wsrc, duration_s=a.warmup, profile=False)
                             warm = {"seconds": a.warmup, "ops": wph.ops}
                         ph = measure(ad, sources, duration_s=a.duration)
                         rec = phase_record(ph, threads)
@@ -1645,7 +1708,9 @@ def cell_readrandom(run: Run) -> dict:
                             "store_stats": stats,
                         }
 
-                    r = run_guarded(run, impl, body)
+                    r = run_guarded(
+                        run, impl, body, f"readrandom-{regime_name}-t{threads}-rep{rep}"
+                    )
                     add_rep(g, impl, r)
                     run.log(
                         f"readrandom {regime_name} t{threads} rep{rep} {impl.name}: "
@@ -1740,7 +1805,7 @@ def cell_space(run: Run) -> dict:
                         "files_after_compact": f3,
                     }
 
-                r = run_guarded(run, impl, body)
+                r = run_guarded(run, impl, body, f"space-{kind}-rep{rep}")
                 for stage in ("after-load", "after-overwrite", "after-compact"):
                     # the full record once (after-load); slim copies for the other stages
                     rr = (
@@ -1815,7 +1880,7 @@ def cell_reopen(run: Run) -> dict:
                     "bytes": apparent_size(p),
                 }
 
-            r = run_guarded(run, impl, body)
+            r = run_guarded(run, impl, body, f"reopen-rep{rep}")
             add_rep(g, impl, r)
             run.log(f"reopen rep{rep} {impl.name}: {r.get('reopen_s', float('nan')):.3f} s")
             run.save(doc)
@@ -1899,7 +1964,7 @@ def cell_workloads(run: Run) -> dict:
                             "store_stats": stats,
                         }
 
-                    r = run_guarded(run, impl, body)
+                    r = run_guarded(run, impl, body, f"{wname}-t{threads}-rep{rep}")
                     add_rep(g, impl, r)
                     run.log(
                         f"{wname} t{threads} rep{rep} {impl.name}: "
@@ -1970,7 +2035,7 @@ def cell_openloop(run: Run) -> dict:
                 close_timed(ad)
                 return {"rep": rep, "seed": seed, "load": ld, "results": res}
 
-            r = run_guarded(run, impl, body)
+            r = run_guarded(run, impl, body, f"openloop-rep{rep}")
             for (op, rate), g in groups.items():
                 ph = r.get("results", {}).get((op, rate))
                 if ph is None:
@@ -2090,6 +2155,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="results root; the run goes to <out>/<run-id>/",
     )
     p.add_argument("--run-id", default=None, help="default: UTC timestamp")
+    p.add_argument(
+        "--profile",
+        help="comma-separated store globs (e.g. 'tuffdb*'): record each measured phase of those "
+        "stores with py-spy into <run>/profiles/*.svg; those reps are flagged 'profiled' "
+        "(sampling overhead), so profile in a separate --run-id",
+    )
     p.add_argument(
         "--store-timeout",
         type=float,

@@ -86,6 +86,7 @@ def summarize(group: dict, impls: dict) -> list[dict]:
             )
             out["short_window"] = any(p.get("short_window") for p in phases)
             out["ops"] = ph["ops"]
+            out["profiled"] = any(r.get("profiled") for r in reps)
             st = reps[mi].get("store_stats") or {}
             if "hot_bytes" in st or "cache_bytes" in st:  # tuffdb: hot tier vs cache budget
                 out["memory"] = (
@@ -389,6 +390,8 @@ def markdown(env: dict, cells: list[dict], run: Path) -> str:
                         + ", ".join(f"{x:,}" for x in r["not_kept_up"])
                         + " ops/s)"
                     )
+                if r.get("profiled"):
+                    notes.append("PROFILED rep(s): py-spy overhead included")
                 if r.get("memory"):
                     notes.append(r["memory"])
                 if r.get("misses"):
