@@ -1,7 +1,8 @@
 """Stored event layout: each event is kept as the protobuf bytes of one
 ``ReadResponse.events`` element, so a read response is assembled by joining stored bytes.
 
-Entry = ``0x0A varint(L) | 0x08 varint(position) | 0x12 varint(EL) Event | [0x1A varint(TL) TrackingInfo]``
+Entry = ``0x0A varint(L) | 0x08 varint(position) | 0x12 varint(EL) Event``
+``| [0x1A varint(TL) TrackingInfo]``
 (``L`` counts everything after the first varint). ``ReadResponse`` and ``SubscribeResponse``
 both carry their events in field 1, so the same joined bytes serve both. Normative
 description: ``docs/format/events-log.md``.
@@ -32,7 +33,8 @@ MAX_NAME_BYTES = 65_535  # one type or tag, and type + all tags of one event tog
 MAX_METADATA_ENTRIES = 65_535
 MAX_METADATA_FIELD_BYTES = 65_535
 MAX_TRACKING_SOURCE_BYTES = 255
-MAX_EVENT_BYTES = 16 * 1024 * 1024  # one encoded event (embedded; the gRPC face caps requests at 4 MiB)
+# One encoded event (embedded; the gRPC face caps whole requests at 4 MiB).
+MAX_EVENT_BYTES = 16 * 1024 * 1024
 
 _SMALL = 1 << 14
 _VARINTS: list[bytes] = []

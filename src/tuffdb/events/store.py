@@ -344,7 +344,8 @@ class EventStore:
                 if n == 1:
                     return buf
                 mv = memoryview(buf)
-                return b"".join([mv[o : o + k] for o, k in zip((a - a0).tolist(), ln.tolist(), strict=True)])
+                rel = (a - a0).tolist()
+                return b"".join([mv[o : o + k] for o, k in zip(rel, ln.tolist(), strict=True)])
         # Sparse or spanning segments: one pread per entry.
         pread = os.pread
         out = []

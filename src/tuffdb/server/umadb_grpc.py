@@ -210,10 +210,9 @@ class DCBService:
                 for _chunk, body in self._batches(pos, batch):
                     yield body
                 continue
-            c = cursor
             with cv:
                 cv.wait_for(
-                    lambda: store._head > c or done[0] or self._stopping or store.closed
+                    lambda c=cursor: store._head > c or done[0] or self._stopping or store.closed
                 )
 
 
@@ -261,7 +260,7 @@ class HealthService:
                 last = resp.status
                 yield resp
             with self._cv:
-                self._cv.wait_for(lambda: done[0] or self.status != last)
+                self._cv.wait_for(lambda last=last: done[0] or self.status != last)
 
 
 def _handlers(svc: DCBService, health: HealthService) -> list[grpc.GenericRpcHandler]:
@@ -387,8 +386,8 @@ async def _serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"tuffdb umadb.v1.DCB listening on {args.host}:{face.bound_port}", file=sys.stderr)
-    print("UmaDB started (tuffdb)", file=sys.stderr, flush=True)
+    print(f"tuffdb umadb.v1.DCB listening on {args.host}:{face.bound_port}", file=sys.stderr)  # noqa: T201
+    print("UmaDB started (tuffdb)", file=sys.stderr, flush=True)  # noqa: T201
     await stop.wait()
     await face.stop()
 
