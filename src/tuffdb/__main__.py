@@ -125,6 +125,11 @@ def _store_command(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     if not path.is_dir():
         parser.error(f"{path} is not a directory (PATH is a store directory, "
                      "e.g. ./tuffdb-data/kv)")
+    stores = [p.name for p in (path / "kv", path / "events", path / "documents") if p.is_dir()]
+    if stores:
+        # Opening the data directory itself would create an empty store inside it.
+        parser.error(f"{path} is a server data directory; pass one of its stores: "
+                     + ", ".join(str(path / name) for name in stores))
     try:
         key = encryption_key(ServeConfig(encryption_key_file=args.encryption_key_file))
     except ConfigError as exc:

@@ -205,3 +205,12 @@ def test_check_stat_compact_dispatch_to_an_event_store(tmp_path: Path) -> None:
 
 def test_empty_directory_is_treated_as_kv(tmp_path: Path) -> None:
     assert cli._store_kind(tmp_path) == "kv"  # noqa: SLF001
+
+
+def test_store_command_on_a_serve_data_directory_names_its_stores(tmp_path: Path) -> None:
+    (tmp_path / "kv").mkdir()
+    (tmp_path / "events").mkdir()
+    result = run_cli("stat", str(tmp_path))
+    assert result.returncode == 2
+    assert f"pass one of its stores: {tmp_path / 'kv'}, {tmp_path / 'events'}" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["events", "kv"]
