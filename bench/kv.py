@@ -1386,15 +1386,16 @@ def close_timed(a: Adapter) -> float:
     return time.perf_counter() - t0
 
 
-def _hung(impl: Impl, seconds: float) -> None:
+def _hung(impl: Impl, seconds: float, data_dir: Path) -> None:
     """Watchdog: a store that hangs cannot be recovered in-process (threads cannot be killed).
     Dump every thread's stack, say which store hung, and exit 3; results so far are saved."""
     sys.stderr.write(
-        f"\nbench/kv.py: {impl.name} made no progress for {seconds:.0f} s "
+        f"\nbench/kv.py: {impl.name} did not finish one repetition within {seconds:g} s "
         "(--store-timeout); stacks follow, exiting 3\n"
     )
     faulthandler.dump_traceback(all_threads=True)
     sys.stderr.flush()
+    shutil.rmtree(data_dir, ignore_errors=True)  # os._exit skips bench_dir's cleanup
     os._exit(3)
 
 
@@ -1409,7 +1410,7 @@ def run_guarded(run: Run, impl: Impl, fn: Callable[[Path], dict], label: str = "
         _PROFILE["base"] = run.out / "profiles" / f"{label}-{impl.name}"
     _PROFILE["written"] = []
     with bench_dir(run.data_parent, impl.name.replace(".", "_")) as d:
-        timer = threading.Timer(run.args.store_timeout, _hung, (impl, run.args.store_timeout))
+        timer = threading.Timer(run.args.store_timeout, _hung, (impl, run.args.store_timeout, d))
         timer.daemon = True
         timer.start()
         try:
