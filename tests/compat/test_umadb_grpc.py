@@ -375,3 +375,10 @@ def test_uppercase_uuids_in_a_batch_come_back_canonical(channel: grpc.Channel) -
     body = b"".join(channel.unary_stream("/umadb.v1.DCB/Read")(b"", timeout=30))
     got = [se.event.uuid for se in pb.ReadResponse.FromString(body).events]
     assert got == [str(u) for u in us]
+
+
+def test_near_4_mib_event_round_trips(client: umadb.Client) -> None:
+    big = bytes(3_900_000)
+    assert client.append([E(data=big)]) == 1
+    (e,) = client.read()
+    assert e.event.data == big

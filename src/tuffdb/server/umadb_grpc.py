@@ -49,7 +49,7 @@ MAX_WORKERS = 1024
 
 SERVER_OPTIONS = [
     ("grpc.max_receive_message_length", wire.MAX_REQUEST_BYTES),
-    ("grpc.max_send_message_length", 4 * 1024 * 1024),
+    ("grpc.max_send_message_length", wire.SEND_LIMIT),
     # The umadb client pings every 5 s; grpcio's defaults would GOAWAY it (spec 8.2).
     ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
     ("grpc.http2.max_ping_strikes", 0),

@@ -26,9 +26,11 @@ ET = pb.ErrorResponse.ErrorType
 U64_MAX = (1 << 64) - 1
 DEFAULT_BATCH = 1024
 MAX_BATCH = 4096
-# Every response message stays below the client's 4 MiB receive limit.
-MAX_RESPONSE_BYTES = 4 * 1024 * 1024 - 64 * 1024
-MAX_REQUEST_BYTES = 4 * 1024 * 1024 + 64 * 1024
+# Requests up to 4 MiB (UmaDB's decode limit); response messages are cut below 4 MiB, except
+# that one event always goes out whole (it fitted in a request, so it fits in SEND_LIMIT).
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
+MAX_RESPONSE_BYTES = MAX_REQUEST_BYTES - 64 * 1024
+SEND_LIMIT = MAX_REQUEST_BYTES + 64 * 1024
 
 # The one table mapping tuffdb's error tree to gRPC (spec: umadb-grpc.md section 5.1).
 ERROR_TABLE: tuple[tuple[type[BaseException], grpc.StatusCode, int, str], ...] = (
