@@ -339,13 +339,21 @@ class EventStore:
             span = a1 - a0
             if span <= _SPARSE_SPAN or span <= _SPARSE_FACTOR * need:
                 buf = os.pread(self._fd(seg), span, a0 - bases[seg] + SEGMENT_HEADER_SIZE)
-                if span == need and n > 1 and (a[1:] == a[:-1] + ln[:-1]).all():
-                    return buf
-                if n == 1:
-                    return buf
+                if n == 1 or span == need:
+                    ends = a + ln
+                    if n == 1 or (a[1:] == ends[:-1]).all():
+                        return buf
+                # Slice per run of byte-contiguous entries (a frame's entries are contiguous),
+                # not per entry.
+                ends = a + ln
+                starts = np.flatnonzero(a[1:] != ends[:-1]) + 1
+                lo = np.concatenate(([0], starts))
+                hi = np.concatenate((starts, [n])) - 1
                 mv = memoryview(buf)
-                rel = (a - a0).tolist()
-                return b"".join([mv[o : o + k] for o, k in zip(rel, ln.tolist(), strict=True)])
+                return b"".join([
+                    mv[x : y]
+                    for x, y in zip((a[lo] - a0).tolist(), (ends[hi] - a0).tolist(), strict=True)
+                ])
         # Sparse or spanning segments: one pread per entry.
         pread = os.pread
         out = []
