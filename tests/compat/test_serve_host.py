@@ -336,3 +336,32 @@ def test_real_faces_write_only_json_lines_to_stderr(start: Any) -> None:
     server.proc.send_signal(signal.SIGTERM)
     assert server.finish() == 0
     assert [line["raw"] for line in server.events("<not json>")] == []
+
+
+def test_sigterm_persists_acknowledged_writes_with_durability_none(
+    start: Any, tmp_path: Path
+) -> None:  # integration: host + RESP face + KV engine
+    """With durability=none only close() makes writes durable: SIGTERM must reach it."""
+    redis = pytest.importorskip("redis")
+    kv = pytest.importorskip("tuffdb.kv.store")
+    resp = free_port()
+    server = start("--admin-port", "0", "--resp-port", str(resp), "--grpc-port", "0",
+                   "--http-port", "0", "--durability", "none")
+    server.wait_for("ready")
+    client = redis.Redis(port=resp, socket_timeout=WAIT_S)
+    for i in range(200):
+        client.set(f"key{i}", f"value{i}")
+    client.close()
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.finish() == 0, server.lines
+    with kv.KVStore.open(tmp_path / "data" / "kv") as store:
+        assert len(store) == 200
+    again = start("--admin-port", "0", "--resp-port", str(resp), "--grpc-port", "0",
+                  "--http-port", "0")
+    again.wait_for("ready")
+    client = redis.Redis(port=resp, socket_timeout=WAIT_S)
+    assert client.get("key0") == b"value0"
+    assert client.get("key199") == b"value199"
+    client.close()
+    again.proc.send_signal(signal.SIGTERM)
+    assert again.finish() == 0
