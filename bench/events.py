@@ -47,6 +47,65 @@ SEED = 42
 
 
 # -- stores ---------------------------------------------------------------------------------
+class Sampler:
+    """Store CPU % and RSS at 2 Hz (psutil), per PROTOCOL.md 1.6; a no-op without psutil."""
+
+    def __init__(self, pid: int) -> None:
+        self.samples: list[dict[str, float]] = []
+        self._stop = threading.Event()
+        try:
+            import psutil  # noqa: PLC0415
+
+            self._proc: Any = psutil.Process(pid)
+        except Exception:  # noqa: BLE001
+            self._proc = None
+            return
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        t0 = time.perf_counter()
+        self._proc.cpu_percent(None)
+        while not self._stop.wait(0.5):
+            try:
+                self.samples.append({
+                    "t": time.perf_counter() - t0,
+                    "cpu_percent": self._proc.cpu_percent(None),
+                    "rss_bytes": self._proc.memory_info().rss,
+                })
+            except Exception:  # noqa: BLE001 (the process ended)
+                return
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        if not self.samples:
+            return {}
+        cpu = [x["cpu_percent"] for x in self.samples]
+        rss = [x["rss_bytes"] for x in self.samples]
+        return {"cpu_percent_avg": sum(cpu) / len(cpu), "cpu_percent_max": max(cpu),
+                "rss_max_bytes": max(rss), "samples": len(cpu)}
+
+
+READINESS: list[dict[str, Any]] = []  # filled per server start; attached to each result
+STORE_STATS: list[dict[str, Any]] = []
+
+
+def probe(url: str) -> dict[str, Any]:
+    """Readiness probe (PROTOCOL.md 1.1 step 4): one unconditional esb_probe append."""
+    t0 = time.perf_counter()
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            umadb.Client(url=url).append(
+                [umadb.Event(event_type="esb_probe", data=b"\x00", tags=["esb-readiness-probe"])])
+            return {"ready": True, "attempts": attempts,
+                    "wait_ms": (time.perf_counter() - t0) * 1000}
+        except Exception:  # noqa: BLE001
+            if time.perf_counter() - t0 > 30:
+                return {"ready": False, "attempts": attempts}
+            time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def server(kind: str, data_dir: Path) -> Iterator[str]:
     """Start ``tuffdb`` or ``umadb`` on a free port pinned to STORE_CPU; yield its URL."""
@@ -60,10 +119,13 @@ def server(kind: str, data_dir: Path) -> Iterator[str]:
         cmd = [umadb_bin, "--listen", f"127.0.0.1:{port}", "--db-path", str(data_dir / "uma.db")]
     proc = subprocess.Popen([*pin, *cmd], stderr=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)
+    sampler = Sampler(proc.pid)
     try:
         url = _wait_ready(proc, kind, None if kind == "tuffdb" else port)
+        READINESS.append(probe(url))
         yield url
     finally:
+        STORE_STATS.append(sampler.stop())
         proc.terminate()
         try:
             proc.wait(30)
@@ -226,6 +288,8 @@ def run_server_suite(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             with server(kind, d) as url:
                 w = Window(args.warmup, args.duration)
                 results[f"write/{name}/{kind}"] = w.run(writers, write_op(url, batch))
+            results[f"write/{name}/{kind}"].update(
+                readiness=READINESS[-1], store=STORE_STATS[-1])
             shutil.rmtree(d, ignore_errors=True)
             print(name, kind, _fmt(results[f"write/{name}/{kind}"]), file=sys.stderr)
     for kind in kinds:
@@ -239,6 +303,8 @@ def run_server_suite(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                 key = f"read/warm-{'sel-single' if shape == 'single' else 'full'}/{kind}"
                 results[key] = w.run(readers, read_op(url, tags, shape))
                 print(key, _fmt(results[key]), file=sys.stderr)
+        for key in (f"read/warm-sel-single/{kind}", f"read/warm-full/{kind}"):
+            results[key].update(readiness=READINESS[-1], store=STORE_STATS[-1])
         shutil.rmtree(d, ignore_errors=True)
     return results
 
