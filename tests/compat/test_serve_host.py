@@ -365,3 +365,13 @@ def test_sigterm_persists_acknowledged_writes_with_durability_none(
     client.close()
     again.proc.send_signal(signal.SIGTERM)
     assert again.finish() == 0
+
+
+def test_lifecycle_lines_are_written_even_at_log_level_error(start: Any) -> None:
+    server = start("--admin-port", "0", "--resp-port", str(free_port()), "--grpc-port", "0",
+                   "--http-port", "0", "--log-level", "error", fakes={"resp": "ok"})
+    assert server.wait_for("ready")["faces"] == ["resp"]
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.finish() == 0
+    assert len(server.events("stopped")) == 1
+    assert server.events("fake started") == []  # an info line of another logger: filtered

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -43,7 +44,10 @@ FACE_MODULES = {
     "http": "tuffdb.server.ekodb_http",
 }
 
-log = get_logger("tuffdb.server")
+# Lifecycle lines (config, listening, ready, stopped, ...) are written at every
+# --log-level: supervisors and tests synchronise on them.
+LIFECYCLE_LOGGER = "tuffdb.lifecycle"
+log = get_logger(LIFECYCLE_LOGGER)
 
 
 class StartupError(Error):
@@ -211,6 +215,8 @@ class Host:
 def run(config: ServeConfig) -> int:
     """Serve until a signal arrives; return the process exit code."""
     configure(config.log_level)
+    lifecycle = logging.getLogger(LIFECYCLE_LOGGER)
+    lifecycle.setLevel(min(logging.INFO, lifecycle.getEffectiveLevel()))
     factory, loop_name = _loop_factory()
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(Host(config, loop_name).run())
