@@ -24,7 +24,7 @@ from __future__ import annotations
 import queue
 import struct
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
@@ -92,17 +92,20 @@ class Writer(threading.Thread):
         self.max_batch_bytes = max_batch_bytes
         self._pushback: AppendRequest | None = None
         self._closed = False
-        self.on_commit: list[Callable[[int], None]] = []
+        self._submit_lock = threading.Lock()
 
     def submit(self, req: AppendRequest) -> Future[int]:
-        if self._closed:
-            raise ClosedError("the event store is closed: open it again")
-        self.queue.put(req)
+        # IMPORTANT: check and put under one lock, so nothing is queued behind stop()'s None.
+        with self._submit_lock:
+            if self._closed:
+                raise ClosedError("the event store is closed: open it again")
+            self.queue.put(req)
         return req.future
 
     def stop(self) -> None:
-        self._closed = True
-        self.queue.put(None)
+        with self._submit_lock:
+            self._closed = True
+            self.queue.put(None)
         self.join()
 
     # -- the loop --------------------------------------------------------------------------
@@ -135,7 +138,13 @@ class Writer(threading.Thread):
                 batch.append(req)
                 n += len(req.tails)
                 size += req.nbytes
-            self._commit(batch)
+            try:
+                self._commit(batch)
+            except BaseException as exc:  # a bug, not an I/O error: fail stop, never hang
+                self.store._poison.set(exc)
+                for req in batch:
+                    if not req.future.done():
+                        req.future.set_exception(exc)
             if stop:
                 self._fail_queued()
                 return
@@ -252,8 +261,6 @@ class Writer(threading.Thread):
             if frame_addrs:
                 st._frames.extend(frame_addrs)
             st._head = head
-            for cb in self.on_commit:
-                cb(head)
             st._notify(head)
         for req, res in results:
             if isinstance(res, BaseException):
