@@ -54,6 +54,9 @@ class FakeFace:
         self.server = None
     async def start(self):
         self.server = await asyncio.start_server(lambda r, w: w.close(), self.host, self.port)
+        if os.environ.get("FAKE_HANG_ON_START") == NAME:
+            log.info("fake start hangs", face=NAME)
+            await asyncio.Event().wait()
         log.info("fake started", face=NAME, extra=self.extra)
     async def stop(self):
         log.info("fake stopping", face=NAME)
@@ -375,3 +378,18 @@ def test_lifecycle_lines_are_written_even_at_log_level_error(start: Any) -> None
     assert server.finish() == 0
     assert len(server.events("stopped")) == 1
     assert server.events("fake started") == []  # an info line of another logger: filtered
+
+
+def test_health_says_starting_and_sigterm_interrupts_a_hanging_start(start: Any) -> None:
+    admin = free_port()
+    server = start("--admin-port", str(admin), "--resp-port", str(free_port()),
+                   "--grpc-port", str(free_port()), "--http-port", "0",
+                   env={"FAKE_HANG_ON_START": "grpc"}, fakes={"resp": "ok", "grpc": "ok"})
+    server.wait_for("fake start hangs", face="grpc")
+    health = httpx.get(f"http://127.0.0.1:{admin}/health", timeout=WAIT_S)
+    assert (health.status_code, health.json()["status"]) == (503, "starting")
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.finish() == 0
+    assert server.events("startup interrupted")[0]["started"] == ["resp", "grpc"]
+    assert [line["face"] for line in server.events("fake stopped")] == ["grpc", "resp"]
+    assert server.events("ready") == []

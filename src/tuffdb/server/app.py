@@ -11,7 +11,8 @@ Lifecycle (the face side of it is in ``server/face.py``):
 4. On the first SIGTERM/SIGINT: ``await stop()`` on every face in reverse start
    order (each finishes in-flight work, fsyncs and closes its store), then the admin
    endpoint; log ``stopped`` and exit 0 (1 if a face failed to stop cleanly).
-   A second signal exits immediately with 128 + the signal number.
+   A signal during start-up cancels the face being started and shuts down the same
+   way. A second signal exits immediately with 128 + the signal number.
 """
 
 from __future__ import annotations
@@ -161,6 +162,9 @@ class Host:
                 continue
             try:
                 await face.start()
+            except asyncio.CancelledError:
+                self.faces.append(face)  # a signal interrupted start(): shutdown stops it
+                raise
             except Exception as exc:
                 where = _format_address(config.host, port)
                 with contextlib.suppress(Exception):
@@ -194,17 +198,26 @@ class Host:
                  python=sys.version.split()[0])
         log.info("config", **redacted(self.config))
         code = 0
-        try:
-            await self._start()
-        except StartupError as exc:
-            log.error("startup failed", error=str(exc))  # noqa: TRY400 (message says it all)
+        starting = asyncio.ensure_future(self._start())
+        stopping = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            # A signal during a face's start(): cancel it and shut down what is up.
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StartupError):
+                await starting
+            log.warning("startup interrupted", started=[face.name for face in self.faces])
+        elif isinstance(starting.exception(), StartupError):
+            log.error("startup failed", error=str(starting.exception()))
             code = 1
         else:
+            starting.result()  # re-raises a bug in the host itself
             self.state = "running"
             log.info("ready", pid=os.getpid(),
                      faces=[face.name for face in self.faces], unavailable=self.unavailable,
                      admin=self._admin.address if self._admin else None)
-            await self._stop.wait()
+            await stopping
+        stopping.cancel()
         code = max(code, await self._shutdown())
         log.info("stopped", exit_code=code)
         for sig in (signal.SIGTERM, signal.SIGINT):
