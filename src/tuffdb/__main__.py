@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(prog="tuffdb", description="tuffdb: KV, events, documents.")
+    parser.add_argument("--version", action="version", version=f"tuffdb {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     serve = sub.add_parser("serve", help="run the server",
                            description="Options come from flags, then TUFFDB_* environment "

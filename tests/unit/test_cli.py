@@ -34,6 +34,13 @@ def test_version_prints_name_and_version(capsys: pytest.CaptureFixture[str]) -> 
     assert capsys.readouterr().out == f"tuffdb {__version__}\n"
 
 
+def test_dash_dash_version_is_the_same(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out == f"tuffdb {__version__}\n"
+
+
 def test_python_dash_m_and_console_script_agree() -> None:
     module = run_cli("version")
     script = subprocess.run([str(VENV_BIN / "tuffdb"), "version"], capture_output=True,
