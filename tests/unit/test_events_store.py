@@ -340,3 +340,16 @@ def test_deep_check_verifies_every_frame(tmp_path: Path) -> None:
     with EventStore.open(path) as s:
         problems = s.check(deep=True)
         assert problems and "checksum" in problems[0]
+
+
+@pytest.mark.parametrize("size", [0, 1, 300])
+def test_uniform_batches_round_trip(store: EventStore, size: int) -> None:
+    """A batch for one entity (same type and tags, equal-size data) takes the numpy path."""
+    evs = [Event("T", bytes([i]) * size, ["e1", "all"]) for i in range(20)]
+    assert store.append(evs, tracking_info=TrackingInfo("s", 1)) == 20
+    store.append([Event("U", b"odd", ["e2"])] * 9)
+    got = list(store.read(q(([], ["e1"]))))
+    assert [(g.event.type, g.event.data, list(g.event.tags)) for g in got] == [
+        ("T", e.data, ["e1", "all"]) for e in evs]
+    assert all(g.tracking_info == TrackingInfo("s", 1) for g in got)
+    assert positions(store.read(q((["U"], ["e2"])))) == list(range(21, 30))

@@ -176,14 +176,61 @@ def encode_event(event: Event) -> tuple[bytes, str, Sequence[str]]:
     return out, etype, tags
 
 
+def _uniform_block(
+    evs: Sequence[Event], tracking: bytes
+) -> tuple[TailBlock, list[str], list[Sequence[str]]] | None:
+    """All events share type and tags, carry no uuid or metadata, and have equal-length
+    bytes data (a batch for one entity): build every tail as a numpy row at once."""
+    n = len(evs)
+    if n < 8:
+        return None
+    first = evs[0]
+    t, tg = first.type, first.tags
+    types = [e.type for e in evs]
+    tags = [e.tags for e in evs]
+    if types.count(t) != n or tags.count(tg) != n or type(t) is not str:
+        return None
+    if any(e.uuid is not None or e.metadata for e in evs):
+        return None
+    datas = [e.data for e in evs]
+    dl = len(datas[0])
+    if len(set(map(len, datas))) != 1 or not all(type(d) is bytes for d in datas):
+        return None
+    type_b = t.encode()
+    tag_bs = [x.encode() for x in tg]
+    check_names(type_b, tag_bs)
+    parts = [b"\x0a", varint(len(type_b)), type_b]
+    for tb in tag_bs:
+        parts += (b"\x12", varint(len(tb)), tb)
+    prefix = b"".join(parts) + b"\x1a" + varint(dl)
+    el = len(prefix) + dl
+    if el > MAX_EVENT_BYTES:
+        raise LimitExceeded(f"event encodes to {el} bytes; the limit is {MAX_EVENT_BYTES}")
+    head = b"\x12" + varint(el) + prefix
+    h = len(head)
+    width = h + dl + len(tracking)
+    rows = np.empty((n, width), np.uint8)
+    rows[:, :h] = np.frombuffer(head, np.uint8)
+    if dl:
+        rows[:, h : h + dl] = np.frombuffer(b"".join(datas), np.uint8).reshape(n, dl)
+    if tracking:
+        rows[:, h + dl :] = np.frombuffer(tracking, np.uint8)
+    return TailBlock(rows.tobytes(), width, n), types, tags
+
+
 def encode_events(
     events: Iterable[Event], tracking: bytes = b""
-) -> tuple[list[bytes], list[str], list[Sequence[str]], list[str] | None]:
+) -> tuple[list[bytes] | TailBlock, list[str], list[Sequence[str]], list[str] | None]:
     """Entry tails, types, tags and uuids (``None`` unless every event has one).
 
-    Fast path: consecutive events with the same type and tags reuse one encoded prefix,
-    and events without uuid or metadata are assembled with a single join.
+    Fast paths: a uniform batch (one type, one tag list, equal-size data, no uuid or
+    metadata) is built as numpy rows; otherwise consecutive events with the same type and
+    tags reuse one encoded prefix, and events without uuid or metadata take a single join.
     """
+    evs = events if isinstance(events, list | tuple) else list(events)
+    uniform = _uniform_block(evs, tracking)
+    if uniform is not None:
+        return uniform[0], uniform[1], uniform[2], None
     tails: list[bytes] = []
     types: list[str] = []
     tags_out: list[Sequence[str]] = []
@@ -193,7 +240,7 @@ def encode_events(
     last_t: object = None
     last_tags: object = None
     prefix = b""
-    for ev in events:
+    for ev in evs:
         t = ev.type
         tg = ev.tags
         if t is not last_t or (tg is not last_tags and tg != last_tags):
