@@ -90,3 +90,11 @@ def test_projection_keeps_id_and_empty_lists_mean_none() -> None:
     assert project(REC, ["name"], None) == {"id": "r1", "name": "Ada Lovelace"}
     assert project(REC, [], []) == REC
     assert "addr" not in project(REC, None, ["addr"]) and project(REC, ["addr.city"], None)["addr"] == {"city": "London"}  # noqa: E501
+
+
+def test_range_operators_never_match_null() -> None:
+    """Found by property testing: ``Gte null`` matched a missing field in a full scan but not
+    through an ordered index; ranges now never match null on either side."""
+    for op in ("Gt", "Gte", "Lt", "Lte"):
+        assert not matches(cond("zzz", op, None)) and not matches(cond("nil", op, None))
+        assert not matches(cond("nil", op, 1))

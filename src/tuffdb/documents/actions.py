@@ -26,7 +26,7 @@ from tuffdb.documents.values import Number, order_key
 from tuffdb.errors import IntegrityError, ProtocolError
 
 ACTIONS = ("increment", "decrement", "multiply", "divide", "modulo", "push", "pop", "shift",
-           "unshift", "remove", "append", "clear")  # fmt: skip
+           "unshift", "remove", "append", "clear")
 _NUMERIC = (int, float, Decimal)
 
 
@@ -38,7 +38,7 @@ def _num(value: Any, field: str, what: str) -> Any:
     return value
 
 
-def apply_action(record: dict[str, Any], action: str, field: str, value: Any = None) -> None:  # noqa: C901, PLR0912
+def apply_action(record: dict[str, Any], action: str, field: str, value: Any = None) -> None:  # noqa: C901, PLR0912, PLR0915 - type or option dispatch, one case each
     """Apply one action to ``record`` in place."""
     name = action.lower() if isinstance(action, str) else action
     if name not in ACTIONS:

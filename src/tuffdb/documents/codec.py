@@ -39,7 +39,7 @@ _Ext = msgspec.msgpack.Ext
 _NATIVE = frozenset((str, int, float, bool, type(None), bytes))
 
 
-def to_store(value: Any) -> Any:
+def to_store(value: Any) -> Any:  # noqa: C901, PLR0911, PLR0912 - type or option dispatch, one case each
     """Turn a typed value into MessagePack-native objects and Ext instances."""
     t = type(value)
     if t in _NATIVE:
@@ -72,7 +72,7 @@ def to_store(value: Any) -> Any:
     raise TypeError(f"a {t.__name__} cannot be stored")
 
 
-def _ext_hook(code: int, data: memoryview) -> Any:
+def _ext_hook(code: int, data: memoryview) -> Any:  # noqa: PLR0911 - type or option dispatch, one case each
     raw = bytes(data)
     if code == EXT_DECIMAL:
         return decimal.Decimal(raw.decode())

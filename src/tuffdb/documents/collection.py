@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tuffdb.documents import codec, planner, schema as schema_mod, values
+from tuffdb.documents import codec, planner, values
+from tuffdb.documents import schema as schema_mod
 from tuffdb.documents.actions import apply_action
 from tuffdb.documents.indexes import Index, key_of, make_index
 from tuffdb.documents.query import MISSING, compile_node, get_path, parse
@@ -23,6 +23,8 @@ from tuffdb.documents.ttl import parse_ttl
 from tuffdb.errors import IntegrityError, NotFoundError, ProgrammingError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from tuffdb.documents.database import Database
 
 MAX_NAME_BYTES = 255
@@ -71,7 +73,7 @@ class Collection:
     # --- metadata, schema, indexes ------------------------------------------------------
     def _save_meta(self) -> None:
         meta = {"schema": None if self.schema is None else self.schema.to_wire(),
-                "indexes": [[f, k, u] for f, (k, u) in sorted(self.index_defs.items())]}  # fmt: skip
+                "indexes": [[f, k, u] for f, (k, u) in sorted(self.index_defs.items())]}
         self.db.kv.put(self._meta_key, codec.pack(meta), sync=self.db.sync)
         self.has_meta = True
 
@@ -146,7 +148,7 @@ class Collection:
         if touch and ttl is not None:
             fields["ttl"] = _now() + dt.timedelta(seconds=ttl)
             self.db.kv.put(self._key(rid), codec.pack_record(fields, ttl, touch), ttl=ttl,
-                           sync=self.db.sync)  # fmt: skip
+                           sync=self.db.sync)
         return {"id": rid, **fields}
 
     def _key(self, rid: str) -> bytes:
@@ -167,7 +169,7 @@ class Collection:
                 yield record
 
     def get(self, rid: str, *, select: list[str] | None = None,
-            exclude: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
+            exclude: list[str] | None = None) -> dict[str, Any]:
         """The record with id ``rid``.
 
         :raises NotFoundError: when there is none (or it expired).
@@ -216,9 +218,9 @@ class Collection:
             if record is not None:
                 yield record
 
-    def find(self, filter: Any = None, *, sort: Any = None, skip: int | None = None,  # noqa: A002
+    def find(self, filter: Any = None, *, sort: Any = None, skip: int | None = None,  # noqa: A002, PLR0913 - type or option dispatch, one case each
              limit: int | None = None, select: list[str] | None = None,
-             exclude: list[str] | None = None, join: Any = None) -> list[dict[str, Any]]:  # fmt: skip
+             exclude: list[str] | None = None, join: Any = None) -> list[dict[str, Any]]:
         """Records matching ``filter`` (None = all), sorted, paged, joined and projected."""
         sort_spec = parse_sort(sort)
         need = None if limit is None else (skip or 0) + limit
@@ -259,7 +261,7 @@ class Collection:
 
     # --- writing ----------------------------------------------------------------------
     def prepare(self, record: dict[str, Any], *, rid: str | None = None, ttl: Any = None,
-                touch: bool | None = None, insert: bool = True) -> Write:  # fmt: skip
+                touch: bool | None = None, insert: bool = True) -> Write:
         """Validate a full record and build its :class:`Write` (nothing is written)."""
         if not isinstance(record, dict):
             raise ProgrammingError("a record must be a dict")
@@ -292,7 +294,7 @@ class Collection:
             db.apply(writes)
 
     def insert(self, record: dict[str, Any], *, ttl: Any = None,
-               ttl_update_on_access: bool | None = None) -> str:  # fmt: skip
+               ttl_update_on_access: bool | None = None) -> str:
         """Insert one record; returns its id (``record["id"]`` is honoured if given).
 
         :raises IntegrityError: on a schema violation, a duplicate unique value or id.
@@ -300,7 +302,7 @@ class Collection:
         return self.insert_many([record], ttl=ttl, ttl_update_on_access=ttl_update_on_access)[0]
 
     def insert_many(self, records: list[dict[str, Any]], *, ttl: Any = None,
-                    ttl_update_on_access: bool | None = None) -> list[str]:  # fmt: skip
+                    ttl_update_on_access: bool | None = None) -> list[str]:
         """Insert records all-or-nothing; returns their ids in order."""
         writes = [self.prepare(r, ttl=ttl, touch=ttl_update_on_access) for r in records]
         with self.db.lock:

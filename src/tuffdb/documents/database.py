@@ -14,15 +14,16 @@ tie-breaker of every sort, so index plans and full scans agree exactly.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from tuffdb.documents import codec
 from tuffdb.documents.collection import Collection, Write, check_name
 from tuffdb.errors import ClosedError, IntegrityError, NotFoundError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from pathlib import Path
+
     from tuffdb.documents.transactions import Transaction
 
 RECORD, META, KV, SYSTEM = b"d\x00", b"m\x00", b"k\x00", b"s\x00"
@@ -69,7 +70,7 @@ class Database:
 
     @classmethod
     def open(cls, path: str | Path, *, default_ttl: float | None = None,
-             sync: bool | None = None, **kv_options: Any) -> Database:  # fmt: skip
+             sync: bool | None = None, **kv_options: Any) -> Database:
         """Open the database at ``path``; ``kv_options`` go to ``KVStore.open``
         (``durability``, ``interval_ms``, ``encryption_key``, ``cache_bytes``, ...).
         """
@@ -183,7 +184,7 @@ class Database:
             self._closed = True
             self.kv.close()
 
-    def __enter__(self) -> Database:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -14,11 +14,13 @@ each one and re-checks the whole filter, so a stale entry is never returned.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuffdb.documents.query import MISSING, get_path
 from tuffdb.documents.values import order_key
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 Key = tuple[Any, ...]
 
@@ -88,7 +90,7 @@ class HashIndex:
 
     def check(self) -> list[str]:
         problems = [f"{rid}: key {k} missing from map" for rid, k in self._key_by_id.items()
-                    if rid not in self._map.get(k, ())]  # fmt: skip
+                    if rid not in self._map.get(k, ())]
         total = sum(len(s) for s in self._map.values())
         if total != len(self._key_by_id):
             problems.append(f"map holds {total} ids, reverse map {len(self._key_by_id)}")

@@ -26,7 +26,7 @@ def _spec(raw: Any) -> tuple[list[str], str, str, str]:
     if isinstance(colls, str):
         colls = [colls]
     names = [raw.get("local_field"), raw.get("foreign_field"), raw.get("as_field")]
-    if not isinstance(colls, list) or not colls or not all(isinstance(n, str) and n for n in names):  # noqa: E501
+    if not isinstance(colls, list) or not colls or not all(isinstance(n, str) and n for n in names):
         raise ProtocolError("join needs collections, local_field, foreign_field and as_field")
     return [str(c) for c in colls], *names  # type: ignore[return-value]
 

@@ -18,13 +18,15 @@ tests check against a full scan.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuffdb.documents.indexes import Index, OrderedIndex
 from tuffdb.documents.query import Cond, Logic, Node
 from tuffdb.documents.values import R_NULL, R_STR
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
 
 
 @dataclass
@@ -60,11 +62,11 @@ def plan(node: Node, indexes: dict[str, Index], sort: list[tuple[str, bool]]) ->
         idx = indexes.get(fname)
         if isinstance(idx, OrderedIndex):
             return Plan("index_sort", [f"{fname} (ordered)"], walk=idx.walk(ascending),
-                        sort_done=True)  # fmt: skip
+                        sort_done=True)
     return Plan("full_scan")
 
 
-def _candidates(node: Node, indexes: dict[str, Index], used: list[str]) -> set[str] | None:
+def _candidates(node: Node, indexes: dict[str, Index], used: list[str]) -> set[str] | None:  # noqa: PLR0911 - type or option dispatch, one case each
     if node is None:
         return None
     if isinstance(node, Logic):

@@ -51,7 +51,7 @@ class FieldSpec:
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"field_type": self.field_type or "Any", "required": self.required,
-                               "unique": self.unique}  # fmt: skip
+                               "unique": self.unique}
         for name in ("default", "enums", "min", "max", "regex", "index"):
             v = getattr(self, name)
             if v is not None:
@@ -214,4 +214,4 @@ def update_constraints(schema: Schema, constraints: Any) -> Schema:
             raise ProtocolError(f"constraints for '{name}' must be an object")
         fields[name] = field_from_wire(name, {**base, **partial})
     return Schema(fields, schema.version + 1, schema.created_at, dt.datetime.now(dt.UTC),
-                  schema.primary_key_alias)  # fmt: skip
+                  schema.primary_key_alias)

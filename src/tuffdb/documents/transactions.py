@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from tuffdb.documents.collection import Write
 from tuffdb.documents.query import compile_node, parse
@@ -94,7 +94,7 @@ class Transaction:
 
     def status(self) -> dict[str, Any]:
         return {"transaction_id": self.id, "state": self.state, "isolation_level": self.isolation,
-                "operations_count": self.operations, "savepoints": [n for n, _ in self.savepoints]}  # fmt: skip
+                "operations_count": self.operations, "savepoints": [n for n, _ in self.savepoints]}
 
     # --- reads ------------------------------------------------------------------------
     def get(self, collection: str, rid: str) -> dict[str, Any] | None:
@@ -115,7 +115,7 @@ class Transaction:
             self.snapshot[key] = record
         return record
 
-    def find(self, collection: str, filter: Any = None, *, sort: Any = None,  # noqa: A002
+    def find(self, collection: str, filter: Any = None, *, sort: Any = None,  # noqa: A002, PLR0913 - type or option dispatch, one case each
              skip: int | None = None, limit: int | None = None,
              select: list[str] | None = None, exclude: list[str] | None = None) -> list[dict[str, Any]]:  # noqa: E501
         """Like :meth:`Collection.find`, over the committed state plus staged writes."""
@@ -218,12 +218,12 @@ class Transaction:
         for key in checked:
             if db.versions.get(key, 0) > start:
                 raise ConflictError(f"transaction {self.id}: record '{key[1]}' in '{key[0]}' "
-                                    "was changed by another commit; retry the transaction")  # fmt: skip
+                                    "was changed by another commit; retry the transaction")
         if self.isolation == "Serializable":
             for coll in self.scans:
                 if db.collection_versions.get(coll, 0) > start:
                     raise ConflictError(f"transaction {self.id}: collection '{coll}' changed "
-                                        "since the transaction read it; retry the transaction")  # fmt: skip
+                                        "since the transaction read it; retry the transaction")
 
     def rollback(self) -> None:
         """Discard every staged write (idempotent once ended)."""
@@ -231,7 +231,7 @@ class Transaction:
             self.writes.clear()
             self._end("RolledBack")
 
-    def __enter__(self) -> Transaction:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: object, *rest: object) -> None:

@@ -20,11 +20,12 @@ sort and index uses (:func:`order_key`), so a query plan and a full scan agree.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -32,7 +33,7 @@ INT64_MAX = 2**63 - 1
 TYPE_NAMES = (
     "String", "Integer", "Float", "Boolean", "Number", "Decimal", "DateTime", "UUID",
     "Duration", "Array", "Set", "Vector", "Object", "Binary", "Bytes", "Null",
-)  # fmt: skip
+)
 _BY_LOWER = {name.lower(): name for name in TYPE_NAMES}
 
 
@@ -48,12 +49,12 @@ class Number:
     value: int | float
 
 
-class Vector(tuple):  # noqa: SLOT001 - a tuple subclass adds no per-instance state
+class Vector(tuple):
     """A dense float vector (ekoDB ``Vector``); immutable, compares like a tuple."""
 
     __slots__ = ()
 
-    def __new__(cls, items: Any = ()) -> Vector:
+    def __new__(cls, items: Any = ()) -> Self:
         return super().__new__(cls, (float(x) for x in items))
 
     def __repr__(self) -> str:
@@ -118,7 +119,7 @@ R_NULL, R_BOOL, R_NUM, R_STR, R_TIME, R_UUID, R_DUR, R_BIN, R_ARR, R_SET, R_OBJ 
 _UTC = dt.UTC
 
 
-def order_key(value: Any) -> tuple[Any, ...]:
+def order_key(value: Any) -> tuple[Any, ...]:  # noqa: C901, PLR0911 - type or option dispatch, one case each
     """A hashable key whose ``==`` and ``<`` define equality and ordering of values.
 
     Numbers of every type (int, float, Decimal, Number) share one rank, so ``1 == 1.0``;
@@ -176,10 +177,8 @@ def variants(value: Any) -> list[Any]:
         parsed = parse_datetime(value)
         if parsed is not None:
             out.append(parsed)
-        try:
+        with contextlib.suppress(ValueError):
             out.append(uuid.UUID(value))
-        except ValueError:
-            pass
         try:
             d = decimal.Decimal(value)
         except decimal.InvalidOperation:

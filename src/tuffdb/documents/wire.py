@@ -34,7 +34,7 @@ from tuffdb.errors import ProtocolError
 _JSON_NATIVE = frozenset((str, int, float, bool, type(None)))
 
 
-def from_wire(value: Any) -> Any:
+def from_wire(value: Any) -> Any:  # noqa: PLR0911 - type or option dispatch, one case each
     """Decode a wire value (JSON or MessagePack, already parsed) into a typed value.
 
     :raises ProtocolError: when an envelope's value does not fit its type.
@@ -139,7 +139,7 @@ def _bytes(v: Any) -> bytes:
     raise TypeError("binary must be base64 text, bin or an array of ints")
 
 
-def plain(value: Any) -> Any:
+def plain(value: Any) -> Any:  # noqa: C901, PLR0911 - type or option dispatch, one case each
     """The value part of an envelope (JSON-able, or MessagePack-able)."""
     t = type(value)
     if t in _JSON_NATIVE:

@@ -94,7 +94,7 @@ class Permission:
 
     def to_wire(self) -> dict[str, Any]:
         return {"read": self.read, "write": self.write, "select_fields": self.select_fields,
-                "exclude_fields": self.exclude_fields, "writable_fields": self.writable_fields}  # fmt: skip
+                "exclude_fields": self.exclude_fields, "writable_fields": self.writable_fields}
 
 
 def _str_list(value: Any, name: str) -> list[str] | None:
@@ -138,7 +138,7 @@ class ApiKey:
     def to_wire(self) -> dict[str, Any]:
         return {"key": self.key, "label": self.label, "description": self.description,
                 "is_admin": self.is_admin,
-                "collection_permissions": {c: p.to_wire() for c, p in self.collection_permissions.items()}}  # noqa: E501  # fmt: skip
+                "collection_permissions": {c: p.to_wire() for c, p in self.collection_permissions.items()}}  # noqa: E501
 
     def to_store(self) -> bytes:
         data = {**self.to_wire(), "created_at": self.created_at}
@@ -172,11 +172,11 @@ class KeyRing:
 
     def create(self, *, label: str = "", description: str = "", is_admin: bool = False,
                collection_permissions: dict[str, Any] | None = None,
-               secret: str | None = None) -> ApiKey:  # fmt: skip
+               secret: str | None = None) -> ApiKey:
         """A new key (``secret`` given: that exact key, e.g. ``tuffdb serve --api-key``)."""
         perms = {str(c): Permission.from_wire(p) for c, p in (collection_permissions or {}).items()}
         key = ApiKey(secret or "tdb_" + secrets.token_urlsafe(32), str(label or ""),
-                     str(description or ""), bool(is_admin), perms)  # fmt: skip
+                     str(description or ""), bool(is_admin), perms)
         self._save(key)
         return key
 
@@ -186,7 +186,7 @@ class KeyRing:
         k = self._by_id.get(hashlib.sha256(secret_key.encode()).hexdigest()[:32])
         return k if k is not None and hmac.compare_digest(k.key, secret_key) else None
 
-    def keys(self) -> list[ApiKey]:
+    def api_keys(self) -> list[ApiKey]:
         return sorted(self._by_id.values(), key=lambda k: k.created_at)
 
     def revoke(self, secret_key: str) -> None:
@@ -210,7 +210,8 @@ class KeyRing:
 
     def issue(self, key: ApiKey, hours: float) -> str:
         now = int(time.time())
-        payload = {"sub": key.key_id, "adm": key.is_admin, "iat": now, "exp": now + int(hours * 3600)}
+        exp = now + int(hours * 3600)
+        payload = {"sub": key.key_id, "adm": key.is_admin, "iat": now, "exp": exp}
         return jwt_encode(payload, self.secret)
 
     def verify(self, token: str) -> ApiKey:

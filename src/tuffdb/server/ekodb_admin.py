@@ -1,3 +1,4 @@
+# ruff: noqa: ARG001 - every route handler takes (app, ctx, *path args)
 """ekoDB endpoints around the data plane: health, auth and keys, config, KV, transactions.
 
 KV entries live in the documents store under ``k\\x00<key>`` as typed values (any JSON
@@ -45,12 +46,12 @@ def register_key(app: App, ctx: Ctx) -> Any:
     if not isinstance(perms, dict):
         raise ProtocolError("collection_permissions must be an object {collection: [...]}")
     key = app.keyring.create(label=body.get("label", ""), description=body.get("description", ""),
-                             is_admin=bool(body.get("is_admin")), collection_permissions=perms)  # fmt: skip
+                             is_admin=bool(body.get("is_admin")), collection_permissions=perms)
     return key.to_wire()
 
 
 def list_keys(app: App, ctx: Ctx) -> Any:
-    return [k.to_wire() for k in app.keyring.keys()]
+    return [k.to_wire() for k in app.keyring.api_keys()]
 
 
 def revoke_key(app: App, ctx: Ctx, key: str) -> Any:
@@ -61,7 +62,7 @@ def revoke_key(app: App, ctx: Ctx, key: str) -> Any:
 def get_permissions(app: App, ctx: Ctx) -> Any:
     assert ctx.key is not None
     return {"is_admin": ctx.key.is_admin,
-            "collection_permissions": {c: p.to_wire() for c, p in ctx.key.collection_permissions.items()}}  # noqa: E501  # fmt: skip
+            "collection_permissions": {c: p.to_wire() for c, p in ctx.key.collection_permissions.items()}}  # noqa: E501
 
 
 def put_permissions(app: App, ctx: Ctx) -> Any:

@@ -12,11 +12,9 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tuffdb.documents.database import Database
 from tuffdb.documents.shape import project
-from tuffdb.documents.transactions import Transaction
 from tuffdb.documents.wire import record_to_wire
 from tuffdb.errors import (
     AuthError,
@@ -33,9 +31,13 @@ from tuffdb.errors import (
     ProtocolError,
     ReadOnlyError,
 )
-from tuffdb.security.auth import ApiKey, KeyRing, Permission
 from tuffdb.server import ekodb_wire as ew
 from tuffdb.server.ekodb_proto import Request, Response, error_response
+
+if TYPE_CHECKING:
+    from tuffdb.documents.database import Database
+    from tuffdb.documents.transactions import Transaction
+    from tuffdb.security.auth import ApiKey, KeyRing, Permission
 
 SERVER_VERSION = "0.80.0"  # the ekoDB server version we answer to (>= 0.79.2: permission edits)
 
@@ -44,7 +46,7 @@ ERROR_STATUS: list[tuple[type[Error], int]] = [
     (LimitExceeded, 413), (ProtocolError, 400), (IntegrityError, 400), (ReadOnlyError, 403),
     (ClosedError, 503), (PoisonedError, 503), (ProgrammingError, 400), (OperationalError, 409),
     (Error, 500),
-]  # fmt: skip
+]
 
 
 def status_of(exc: Error) -> int:
@@ -82,7 +84,7 @@ class Settings:
                   "access_mode": new["access_mode"] in ("read_write", "read", "write"),
                   "default_ttl": 0 <= new["default_ttl"] <= 604800,
                   "token_expiry_hours": 1 <= new["token_expiry_hours"] <= 168,
-                  "rate_limit_per_minute": new["rate_limit_per_minute"] >= 0}  # fmt: skip
+                  "rate_limit_per_minute": new["rate_limit_per_minute"] >= 0}
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
             raise ProtocolError(f"invalid value for {', '.join(bad)}")
@@ -106,7 +108,7 @@ Handler = Callable[..., Any]
 
 class App:
     def __init__(self, db: Database, keyring: KeyRing, settings: Settings,
-                 save_settings: Callable[[], None]) -> None:  # fmt: skip
+                 save_settings: Callable[[], None]) -> None:
         self.db, self.keyring, self.settings = db, keyring, settings
         self.save_settings = save_settings
         self.transactions: dict[str, Transaction] = {}
@@ -154,7 +156,7 @@ class App:
                 await asyncio.wrap_future(kv.when_durable(kv.write_ticket()))
         except _RateLimited as exc:
             return Response(429, ew.encode({"code": 429, "message": str(exc)}, False),
-                             headers=[("Retry-After", str(exc.retry_after)), *exc.headers])  # fmt: skip
+                             headers=[("Retry-After", str(exc.retry_after)), *exc.headers])
         except Error as exc:
             resp = error_response(status_of(exc), str(exc).strip("'\""))
             resp.headers.extend(headers)
@@ -198,12 +200,12 @@ class App:
         reset = start + 60
         if count >= limit:
             hdrs = [("X-RateLimit-Limit", str(limit)), ("X-RateLimit-Remaining", "0"),
-                    ("X-RateLimit-Reset", str(reset))]  # fmt: skip
+                    ("X-RateLimit-Reset", str(reset))]
             raise _RateLimited(max(reset - now, 1), hdrs)
         self._windows[who] = (start, count + 1)
         return [("X-RateLimit-Limit", str(limit)),
                 ("X-RateLimit-Remaining", str(limit - count - 1)),
-                ("X-RateLimit-Reset", str(reset))]  # fmt: skip
+                ("X-RateLimit-Reset", str(reset))]
 
     # --- helpers for handlers -----------------------------------------------------------
     def perm(self, ctx: Ctx, collection: str, action: str) -> Permission | None:

@@ -1,3 +1,4 @@
+
 """ekoDB data-plane endpoints: CRUD, batch, find, actions, distinct, collections, schemas.
 
 Every handler checks the key's collection permission first, decodes the whole body,
@@ -58,7 +59,7 @@ def find(app: App, ctx: Ctx, c: str) -> Any:
     opts = {"sort": body.get("sort"), "skip": ew.optional_int(body.get("skip"), "skip"),
             "limit": ew.optional_int(body.get("limit"), "limit"),
             "select": ew.field_list(body.get("select_fields")),
-            "exclude": ew.field_list(body.get("exclude_fields"))}  # fmt: skip
+            "exclude": ew.field_list(body.get("exclude_fields"))}
     tx = app.tx(ctx)
     if tx is not None:
         records = tx.find(c, body.get("filter"), **opts)
@@ -196,7 +197,7 @@ def get_collection(app: App, ctx: Ctx, c: str) -> Any:
     coll = _coll(app, c)
     schema = coll.schema or schema_mod.Schema()
     return {"collection": schema.to_wire(),
-            "analytics": {"record_count": len(coll), "indexes": sorted(coll.index_defs)}}  # fmt: skip
+            "analytics": {"record_count": len(coll), "indexes": sorted(coll.index_defs)}}
 
 
 def delete_collection(app: App, ctx: Ctx, c: str) -> Any:

@@ -100,21 +100,21 @@ class EkoDBFace:
         durability = "always" if self.settings.durable_operations else config.durability
         kv = KVStore.open(self.data_dir / "documents", durability=durability,
                           interval_ms=config.interval_ms, encryption_key=key,
-                          hot_bytes=HOT_BYTES[self.settings.storage_mode])  # fmt: skip
+                          hot_bytes=HOT_BYTES[self.settings.storage_mode])
         self.db = Database(kv, sync=False)
         self.keyring = KeyRing(kv, sync=None)
         self.admin_key: str | None = None
         configured = getattr(config, "api_key", None)
         if configured and self.keyring.find(configured) is None:
             self.keyring.create(label="configured", description="from the api_key setting",
-                                is_admin=True, secret=configured)  # fmt: skip
-        if not self.keyring.keys():
+                                is_admin=True, secret=configured)
+        if not self.keyring.api_keys():
             admin = self.keyring.create(label="admin", description="created on first start",
-                                        is_admin=True)  # fmt: skip
+                                        is_admin=True)
             self.admin_key = admin.key
             _write_private(self.data_dir / ADMIN_KEY_FILE, admin.key.encode() + b"\n")
-            print(f"ekodb_http: admin API key (shown once; also in {self.data_dir / ADMIN_KEY_FILE}): "  # noqa: E501
-                  f"{admin.key}", file=sys.stderr, flush=True)  # fmt: skip
+            print(f"ekodb_http: admin API key (shown once; also in {self.data_dir / ADMIN_KEY_FILE}): "  # noqa: E501, T201 - the one-time key and ready line are meant for the operator
+                  f"{admin.key}", file=sys.stderr, flush=True)
         self.app = App(self.db, self.keyring, self.settings, self._save_settings)
         self._apply_settings()
         self.server: asyncio.Server | None = None
@@ -134,7 +134,7 @@ class EkoDBFace:
         path = self.data_dir / SETTINGS_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(self.settings), indent=1))
-        os.replace(tmp, path)
+        os.replace(tmp, path)  # noqa: PTH105 - atomic rename
         self._apply_settings()
 
     def _apply_settings(self) -> None:
@@ -149,7 +149,7 @@ class EkoDBFace:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(lambda: HttpProtocol(self.app.handle),
-                                               self.config.host, self.config.http_port)  # fmt: skip
+                                               self.config.host, self.config.http_port)
         self.port = self.server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -174,7 +174,7 @@ def create(config: Any) -> EkoDBFace:
 async def _serve(config: Any) -> None:
     face = create(config)
     await face.start()
-    print(f"ekodb_http ready on {config.host}:{face.port}", file=sys.stderr, flush=True)
+    print(f"ekodb_http ready on {config.host}:{face.port}", file=sys.stderr, flush=True)  # noqa: T201 - the one-time key and ready line are meant for the operator
     done = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -192,11 +192,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data-dir", type=Path, required=True)
     p.add_argument("--durability", default="interval", choices=("always", "interval", "none"))
     p.add_argument("--http-setting", action="append", default=[], metavar="NAME=JSON",
-                   help="initial /api/config value, e.g. rate_limit_per_minute=30")  # fmt: skip
+                   help="initial /api/config value, e.g. rate_limit_per_minute=30")
     args = p.parse_args(argv)
     extra = {k: json.loads(v) for k, _, v in (s.partition("=") for s in args.http_setting)}
     config = ServeConfig(data_dir=args.data_dir, host=args.host, http_port=args.port,
-                         durability=args.durability, extra={"http": extra})  # fmt: skip
+                         durability=args.durability, extra={"http": extra})
     asyncio.run(_serve(config))
 
 

@@ -13,12 +13,14 @@ import asyncio
 import gzip
 import json
 from collections import deque
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httptools
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 GZIP_MIN_BYTES = 1024
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -44,7 +46,7 @@ class Response:
 
 def json_response(status: int, obj: Any, headers: list[tuple[str, str]] | None = None) -> Response:
     return Response(status, json.dumps(obj, separators=(",", ":")).encode(), "application/json",
-                    headers or [])  # fmt: skip
+                    headers or [])
 
 
 def error_response(status: int, message: str) -> Response:
@@ -65,7 +67,7 @@ def serialize(resp: Response, *, keep_alive: bool, gzip_ok: bool) -> bytes:
         body = gzip.compress(body, compresslevel=5)
         extra = [*extra, ("Content-Encoding", "gzip")]
     lines = [f"HTTP/1.1 {resp.status} {_reason(resp.status)}",
-             f"Content-Type: {resp.content_type}", f"Content-Length: {len(body)}"]  # fmt: skip
+             f"Content-Type: {resp.content_type}", f"Content-Length: {len(body)}"]
     if not keep_alive:
         lines.append("Connection: close")
     lines.extend(f"{k}: {v}" for k, v in extra)
@@ -76,7 +78,7 @@ class HttpProtocol(asyncio.Protocol):
     """One client connection."""
 
     def __init__(self, handler: Callable[[Request], Awaitable[Response]],
-                 max_body: int = MAX_BODY_BYTES) -> None:  # fmt: skip
+                 max_body: int = MAX_BODY_BYTES) -> None:
         self.handler = handler
         self.max_body = max_body
         self.transport: asyncio.Transport | None = None
@@ -97,7 +99,7 @@ class HttpProtocol(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = str(peer[0]) if peer else ""
 
-    def connection_lost(self, exc: Exception | None) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:  # noqa: ARG002 - asyncio.Protocol signature
         self._closing = True
         if self.task is not None and not self.task.done():
             self.task.cancel()
@@ -143,7 +145,7 @@ class HttpProtocol(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         req = Request(self.parser.get_method().decode(), self._url, self._headers,
-                      b"".join(self._body), self.parser.should_keep_alive(), self.peer)  # fmt: skip
+                      b"".join(self._body), self.parser.should_keep_alive(), self.peer)
         self.queue.append(req)
         if self.task is None or self.task.done():
             self.task = asyncio.get_running_loop().create_task(self._run())
