@@ -163,3 +163,15 @@ def test_valid_commands_before_garbage_are_still_delivered(prefix: list[list[byt
     except ProtocolError:
         pass
     assert got[: len(prefix)] == [c for c in prefix]
+
+
+def test_nul_byte_in_inline_request_is_an_ordinary_character() -> None:
+    # Found by the hostile-client test: NUL ended a token without consuming it (a hang).
+    assert split_args(b"a\x00b c") == [b"a\x00b", b"c"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(line=st.binary(max_size=200))
+def test_split_args_terminates_on_any_line(line: bytes) -> None:
+    out = split_args(line)
+    assert out is None or all(type(a) is bytes for a in out)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("tuffdb.resp")
 
 PAUSE_BUFFERED_SIZE = 1024 * 1024
+BATCH_OUTPUT_SIZE = 1024 * 1024
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 ALLOWED_IN_MULTI = frozenset((b"exec", b"discard", b"multi", b"watch", b"reset", b"quit"))
 NOAUTH = reply.error("NOAUTH Authentication required.")
@@ -65,6 +66,7 @@ class Conn(asyncio.Protocol):
         self.closing = False
         self.wrote = False
         self.deferred: list[asyncio.Future[Any]] = []
+        self.queue: list[list[bytes]] = []  # parsed commands not yet run
         self.transport: asyncio.Transport | None = None
         self.addr = "?:0"
         self.laddr = "?:0"
@@ -106,13 +108,12 @@ class Conn(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.write_paused = False
         if not self.waiting:
-            self._resume_reading()
             self._run()
 
     def data_received(self, data: bytes) -> None:
         self.parser.feed(data)
         self.last_active = time.monotonic()
-        if self.waiting or self.write_paused:
+        if self.waiting or self.write_paused or self.queue:
             if self.parser.buffered() > PAUSE_BUFFERED_SIZE:
                 self._pause_reading()
             return
@@ -120,25 +121,36 @@ class Conn(asyncio.Protocol):
 
     # -- batches --------------------------------------------------------------------
     def _run(self) -> None:
-        if self.closing:
-            return
-        try:
-            cmds = self.parser.commands()
-        except errors.ProtocolError as exc:
-            self._protocol_error(str(exc))
-            return
-        if not cmds:
-            return
+        """Run batches until the input is used up or we must wait (fsync, slow reader)."""
+        while not (self.closing or self.waiting or self.write_paused):
+            if not self.queue:
+                try:
+                    self.queue = self.parser.commands()
+                except errors.ProtocolError as exc:
+                    self._protocol_error(str(exc))
+                    return
+                if not self.queue:
+                    self._resume_reading()
+                    return
+            self._batch()
+
+    def _batch(self) -> None:
+        """Execute queued commands; a batch stops once its replies pass BATCH_OUTPUT_SIZE,
+        so a pipeline of big GETs cannot build gigabytes of replies in one go."""
         self.wrote = False
         execute = self.execute
+        queue = self.queue
         out = []
-        for args in cmds:
-            out.append(execute(args))
-            if self.closing:
+        size = 0
+        i = 0
+        while i < len(queue):
+            r = execute(queue[i])
+            i += 1
+            out.append(r)
+            size += len(r)
+            if self.closing or size > BATCH_OUTPUT_SIZE:
                 break
-        if self.parser.error is not None and not self.closing:
-            out.append(reply.error(f"ERR {self.parser.error}"))
-            self.closing = True  # the replies so far, then the error, then close
+        self.queue = queue[i:] if i < len(queue) else []
         if (self.wrote and self.srv.always) or self.deferred:
             self._wait_then_reply(out)
         else:
@@ -165,11 +177,7 @@ class Conn(asyncio.Protocol):
             log.error("durability wait failed: %s", exc)
             out = [reply.error(msg)] * len(out)
         self._write(b"".join(out))
-        if self.closing:
-            return
-        self._resume_reading()
-        if self.parser.buffered():
-            self._run()
+        self._run()
 
     def _write(self, data: bytes) -> None:
         t = self.transport

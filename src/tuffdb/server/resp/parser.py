@@ -198,7 +198,7 @@ def split_args(line: bytes) -> list[bytes] | None:
         quote = 0
         while True:
             if quote == 0:
-                if i >= n or line[i] in b" \t\n\r\v\f\0":
+                if i >= n or line[i] in b" \t\n\r\v\f":
                     break
                 c = line[i]
                 if c in (0x22, 0x27):  # opening quote
