@@ -66,7 +66,8 @@ def to_store(value: Any) -> Any:  # noqa: C901, PLR0911, PLR0912 - type or optio
         return _Ext(EXT_NUMBER, _ENC.encode(value.value))
     if t is tuple:
         return _Ext(EXT_TUPLE, _ENC.encode([to_store(v) for v in value]))
-    for base in (bool, str, int, float, dict, list):  # subclasses: store as the base type
+    bases: tuple[type[Any], ...] = (bool, str, int, float, dict, list)
+    for base in bases:  # subclasses: store as the base type
         if isinstance(value, base):
             return to_store(base(value))
     raise TypeError(f"a {t.__name__} cannot be stored")

@@ -90,7 +90,7 @@ class Collection:
                 schema.version, schema.created_at = self.schema.version + 1, self.schema.created_at
             self.schema = schema
             for f, kind in (schema.indexed_fields() if schema else {}).items():
-                self.index_defs[f] = (kind, schema.fields[f].unique)  # type: ignore[union-attr]
+                self.index_defs[f] = (kind, schema.fields[f].unique)
             self._save_meta()
             self._rebuild_indexes()
 

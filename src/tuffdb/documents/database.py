@@ -131,7 +131,9 @@ class Database:
             return len(keys)
 
     # --- transactions ---------------------------------------------------------------
-    def transaction(self, isolation: str = "ReadCommitted", timeout: float = 300.0) -> Transaction:
+    def transaction(
+        self, isolation: str | None = "ReadCommitted", timeout: float = 300.0
+    ) -> Transaction:
         """Begin a transaction (see :mod:`tuffdb.documents.transactions`)."""
         from tuffdb.documents.transactions import Transaction  # noqa: PLC0415 - cycle
 

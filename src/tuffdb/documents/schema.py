@@ -113,15 +113,14 @@ def _check_field(name: str, spec: FieldSpec, value: Any) -> Any:
         if values.order_key(value) not in keys:
             raise IntegrityError(f"field '{name}' must be one of {wire.plain(spec.enums)}", name)
     measure = len(value) if isinstance(value, (str, list, tuple, set, frozenset)) else value
-    for bound, ok in ((spec.min, lambda m, b: m >= b), (spec.max, lambda m, b: m <= b)):
+    for which, bound in (("min", spec.min), ("max", spec.max)):
         if bound is None:
             continue
         try:
-            good = ok(measure, bound)
+            good = measure >= bound if which == "min" else measure <= bound
         except TypeError:
             good = False
         if not good:
-            which = "min" if bound is spec.min else "max"
             raise IntegrityError(f"field '{name}' violates {which} {bound}", condition=name)
     if spec.regex is not None and isinstance(value, str) and not re.search(spec.regex, value):
         raise IntegrityError(f"field '{name}' does not match /{spec.regex}/", condition=name)

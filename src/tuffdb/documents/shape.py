@@ -8,11 +8,14 @@ an empty list means "no projection" (ekodb-client sends ``[]`` from ``find_all``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuffdb.documents.query import MISSING, get_path
 from tuffdb.documents.values import order_key
 from tuffdb.errors import ProtocolError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 SortSpec = list[tuple[str, bool]]
 
@@ -47,7 +50,7 @@ def parse_sort(spec: Any) -> SortSpec:
     return out
 
 
-def sort_key(field: str):  # noqa: ANN201
+def sort_key(field: str) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
     def key(record: dict[str, Any]) -> tuple[Any, ...]:
         v = get_path(record, field)
         return order_key(None if v is MISSING else v)
@@ -60,9 +63,15 @@ def sort_records(records: list[dict[str, Any]], sort: SortSpec) -> list[dict[str
     for field, ascending in reversed(sort):
         try:
             records.sort(key=sort_key(field), reverse=not ascending)
-        except TypeError:  # incomparable values of one rank (e.g. NaN-free but mixed tz)
-            records.sort(key=lambda r, f=field: repr(sort_key(f)(r)), reverse=not ascending)
+        except TypeError:  # incomparable values of one rank: fall back to their text
+            text_key = _text_key(field)
+            records.sort(key=text_key, reverse=not ascending)
     return records
+
+
+def _text_key(field: str) -> Callable[[dict[str, Any]], str]:
+    key = sort_key(field)
+    return lambda r: repr(key(r))
 
 
 def page(records: list[Any], skip: int | None, limit: int | None) -> list[Any]:

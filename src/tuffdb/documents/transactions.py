@@ -131,9 +131,9 @@ class Transaction:
                 out[seen["id"]] = seen
         for (cname, rid), w in self.writes.items():
             if cname == collection:
-                record = None if w.fields is None else {"id": rid, **w.fields}
-                if record is not None and pred(record):
-                    out[rid] = record
+                staged = None if w.fields is None else {"id": rid, **w.fields}
+                if staged is not None and pred(staged):
+                    out[rid] = staged
                 else:
                     out.pop(rid, None)
         records = sort_records([out[k] for k in sorted(out)], parse_sort(sort))

@@ -49,7 +49,7 @@ class Number:
     value: int | float
 
 
-class Vector(tuple):
+class Vector(tuple[float, ...]):
     """A dense float vector (ekoDB ``Vector``); immutable, compares like a tuple."""
 
     __slots__ = ()
@@ -154,7 +154,8 @@ def order_key(value: Any) -> tuple[Any, ...]:  # noqa: C901, PLR0911 - type or o
 
 
 def _normalise_subclass(value: Any) -> Any:
-    for base in (bool, str, int, float, dict, bytes):
+    bases: tuple[type[Any], ...] = (bool, str, int, float, dict, bytes)
+    for base in bases:
         if isinstance(value, base):
             return base(value)
     raise TypeError(f"a {type(value).__name__} has no ordering here")
@@ -162,7 +163,7 @@ def _normalise_subclass(value: Any) -> Any:
 
 def rank_of(value: Any) -> int:
     """The rank part of :func:`order_key`."""
-    return order_key(value)[0]
+    return int(order_key(value)[0])
 
 
 def variants(value: Any) -> list[Any]:

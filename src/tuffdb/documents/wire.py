@@ -172,7 +172,8 @@ def plain(value: Any) -> Any:  # noqa: C901, PLR0911 - type or option dispatch, 
 
 
 def _base(value: Any) -> Any:
-    for base in (bool, str, int, float, dict, list):
+    bases: tuple[type[Any], ...] = (bool, str, int, float, dict, list)
+    for base in bases:
         if isinstance(value, base):
             return base(value)
     raise TypeError(f"a {type(value).__name__} has no wire form")

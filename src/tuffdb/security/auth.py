@@ -180,7 +180,7 @@ class KeyRing:
         self._save(key)
         return key
 
-    def find(self, secret_key: str) -> ApiKey | None:
+    def find(self, secret_key: object) -> ApiKey | None:
         if not isinstance(secret_key, str):
             return None
         k = self._by_id.get(hashlib.sha256(secret_key.encode()).hexdigest()[:32])

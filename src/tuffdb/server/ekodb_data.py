@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tuffdb.documents import schema as schema_mod
-from tuffdb.documents.collection import Write, check_name
+from tuffdb.documents.collection import Collection, Write, check_name
 from tuffdb.documents.wire import from_wire, plain, record_from_wire
 from tuffdb.errors import NotFoundError, ProtocolError
 from tuffdb.server import ekodb_wire as ew
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from tuffdb.server.ekodb_app import App, Ctx
 
 
-def _coll(app: App, c: str) -> Any:
+def _coll(app: App, c: str) -> Collection:
     try:
         check_name(c)
     except Exception as exc:  # noqa: BLE001 - ProgrammingError -> a 400 with the reason
@@ -56,7 +56,8 @@ def find(app: App, ctx: Ctx, c: str) -> Any:
     body = ctx.body(empty={}) or {}
     if not isinstance(body, dict):
         raise ProtocolError("a find body is an object {filter, sort, limit, skip, ...}")
-    opts = {"sort": body.get("sort"), "skip": ew.optional_int(body.get("skip"), "skip"),
+    opts: dict[str, Any] = {
+            "sort": body.get("sort"), "skip": ew.optional_int(body.get("skip"), "skip"),
             "limit": ew.optional_int(body.get("limit"), "limit"),
             "select": ew.field_list(body.get("select_fields")),
             "exclude": ew.field_list(body.get("exclude_fields"))}
