@@ -92,6 +92,7 @@ def spill(store: KVStore, seg: HotSegment) -> None:
         else:
             put_keys, put_locs, tomb_keys = keys, locs, []
         kd = store._keydir
+        store._open_segs[cold.id] = cold
         with store._lock:
             olds = list(map(kd.get, put_keys)) if kd else []
             kd.update(zip(put_keys, put_locs))
@@ -107,6 +108,8 @@ def spill(store: KVStore, seg: HotSegment) -> None:
         account_dead(store, olds)
     if doomed:
         remove_durably([seg.wal_path])  # type: ignore[list-item]
+    if seg.wal_path is None and seg.pending is None:  # never logged: count its writes here
+        metrics.KV_PUTS.inc(len(keys))
     metrics.KV_SPILLS.inc()
     metrics.KV_SPILL_BYTES.inc(seg.bytes)
     metrics.KV_SPILL_SECONDS.observe(time.perf_counter() - t0)

@@ -38,6 +38,7 @@ def check_store(store: KVStore) -> list[str]:
     problems: list[str] = []
     with store._bg_mutex:
         segs: list[ColdSegment] = list(store._cold_order)
+        now = store._now_ms()
         expected: dict[bytes, int] = {}
         for seg in segs:
             try:
@@ -52,14 +53,15 @@ def check_store(store: KVStore) -> list[str]:
             except (CorruptionError, FileNotFoundError) as exc:
                 problems.append(f"segment {seg.id}: hint unreadable: {exc}")
             locs = data_entries.locations(seg.id)
+            ttl = data_entries.ttl
             for i, (k, loc) in enumerate(zip(data_entries.keys, locs, strict=True)):
-                if int(data_entries.ops[i]) == 1:
+                if int(data_entries.ops[i]) == 1 and (i not in ttl or ttl[i] > now):
                     expected[k] = loc
                 else:
                     expected.pop(k, None)
         kd = dict(store._keydir)
         for k, loc in kd.items():
-            if expected.get(k) != loc:
+            if expected.get(k) != loc and not (k in store._expiry and k not in expected):
                 problems.append(f"keydir entry for {k[:40]!r} does not match the cold tier")
                 if len(problems) > 100:
                     break

@@ -55,7 +55,7 @@ def compact_background(store: KVStore) -> None:
         order = store._cold_order
         keep = 1 - store._compaction_threshold
         cands = [s for s in order if s.value_bytes and s.live_bytes < s.value_bytes * keep]
-        small = [s for s in order if s.file_size < store._hot_bytes // 4]
+        small = [s for s in order if s.value_bytes < store._hot_bytes // 4]
         if len(small) >= SMALL_SEGMENT_COUNT:
             cands = sorted({*cands, *small}, key=lambda s: (s.seq, s.id))
         if not cands or (len(cands) == 1 and cands[0].live_bytes >= cands[0].value_bytes):
@@ -108,6 +108,8 @@ def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
                                      store._codec, supersedes=tuple(sorted(ids)))
         new_locs = entries.locations(new_id)
         out.live_bytes = live_bytes
+    if out is not None:
+        store._open_segs[out.id] = out
     with store._lock:
         if out is not None:
             for k, old, new in zip(keys, src, new_locs, strict=False):
@@ -124,6 +126,7 @@ def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
         for gid in [g for g in store._cache if (g >> 16) in ids]:
             store._cache_size -= len(store._cache.pop(gid))
     for s in old_retired:
+        store._open_segs.pop(s.id, None)
         s.close()
     remove_durably([p for s in group for p in (data_path(store._dir, s.id), hint_path(store._dir, s.id))])
     reclaimed = sum(s.file_size for s in group) - (out.file_size if out else 0)

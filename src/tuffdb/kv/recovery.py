@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tuffdb import metrics
 from tuffdb._format.kv import OP_DELETE, OP_PUT
 from tuffdb._format.record import Flag, Kind, frame_header
-from tuffdb._format.segment import FileKind
+from tuffdb._format.segment import SEGMENT_HEADER_SIZE, FileKind
 from tuffdb.errors import CorruptionError
 from tuffdb.kv.cold import (
     DATA_SUFFIX,
@@ -59,15 +60,12 @@ def recover(store: KVStore) -> int:
     for name in os.listdir(d):
         if name.endswith(".tmp"):
             os.unlink(d / name)
+            stats.incomplete_removed += 1
     segs: dict[int, ColdSegment] = {}
     for sid in list_ids(d, DATA_SUFFIX):
-        try:
-            segs[sid] = ColdSegment.open(data_path(d, sid), store._codec)
-        except CorruptionError as exc:
-            if "trailer" not in exc.reason and "too short" not in exc.reason:
-                raise
-            remove_durably([data_path(d, sid), hint_path(d, sid)])
-            stats.incomplete_removed += 1
+        # Cold segments are written as .tmp and renamed once complete and fsynced, so a
+        # .dat that fails validation is damage, never an unfinished write: refuse it.
+        segs[sid] = ColdSegment.open(data_path(d, sid), store._codec)
     for seg in list(segs.values()):
         for old in seg.supersedes:
             gone = segs.pop(old, None)
@@ -79,13 +77,16 @@ def recover(store: KVStore) -> int:
     for seg in order:
         apply_entries(store, seg, _entries(store, seg), now)
     store._cold = {s.id: s for s in order}
+    store._open_segs = dict(store._cold)
     store._cold_order = order
     max_seq = max((s.seq for s in order), default=0)
     max_id = max((s.id for s in order), default=0)
     for wid in list_ids(d, WAL_SUFFIX):
         path = d / segment_name(wid, WAL_SUFFIX)
         max_id = max(max_id, wid)
-        if wid <= max_seq:
+        if wid <= max_seq or path.stat().st_size < SEGMENT_HEADER_SIZE:
+            # Spilled already, or a crash while creating it (its header is written and
+            # fsynced before any record, so a short file holds nothing acknowledged).
             remove_durably([path])
             continue
         store._sealed.append(_replay_wal(store, wid, path))
@@ -177,14 +178,16 @@ def _replay_wal(store: KVStore, wid: int, path: Path) -> HotSegment:
     return seg
 
 
-def write_wal_batches(store: KVStore, work: list[tuple[HotSegment, list[bytes] | None]]) -> int:
+def write_wal_batches(
+    store: KVStore, work: list[tuple[HotSegment, list[bytes] | None, bool]]
+) -> int:
     """Committer thread: append each segment's pending records as one frame, fsync, and
     close the logs of sealed segments. Returns the number of records written."""
     codec = store._codec
     touched: list[LogFile] = []
     finished: list[HotSegment] = []
     records = 0
-    for seg, chunks in work:
+    for seg, chunks, final in work:
         if chunks:
             if seg.wal is None:
                 seg.wal_path = store._dir / segment_name(seg.id, WAL_SUFFIX)
@@ -196,10 +199,12 @@ def write_wal_batches(store: KVStore, work: list[tuple[HotSegment, list[bytes] |
             if seg.wal not in touched:
                 touched.append(seg.wal)
             records += len(chunks) // 3
-        if seg.sealed:
+        if final:
             finished.append(seg)
     for wal in touched:
         wal.sync()
+    if records:
+        metrics.KV_PUTS.inc(records)
     for seg in finished:
         if seg.wal is not None:
             seg.wal.close()

@@ -22,7 +22,13 @@ from typing import Any
 
 from tuffdb import metrics
 from tuffdb._format.kv import MAX_KEY_SIZE, MAX_VALUE_SIZE, OP_DELETE, OP_PUT, OP_TTL, RECORD, RECORD_TTL
-from tuffdb.errors import ClosedError, LimitExceeded, NotFoundError, ProgrammingError
+from tuffdb.errors import (
+    ClosedError,
+    CorruptionError,
+    LimitExceeded,
+    NotFoundError,
+    ProgrammingError,
+)
 from tuffdb.kv import background, recovery
 from tuffdb.kv.cold import ColdSegment
 from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES, TOMBSTONE, HotSegment
@@ -111,6 +117,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         self._cold: dict[int, ColdSegment] = {}
         self._cold_order: list[ColdSegment] = []
         self._retired: list[ColdSegment] = []
+        self._open_segs: dict[int, ColdSegment] = {}  # every segment not yet closed, by id
         self._cache: dict[int, bytes] = {}
         self._cache_size = 0
         self._cache_limit = cache_bytes
@@ -170,29 +177,48 @@ class KVStore(MutableMapping[bytes, bytes]):
             value = _as_bytes(value, "value")
         if len(key) > MAX_KEY_SIZE or len(value) > MAX_VALUE_SIZE:
             self._too_big(key, value)
-        with self._lock:
-            if self._closed or self._poison.cause is not None:
-                self._check_writable()
-            seg = self._active
-            if ttl is None:
-                seg.index[key] = value
-                if seg.pending is not None:
-                    seg.pending += (_PUT_PACK(OP_PUT, len(key), len(value)), key, value)
-                if self._expiry:
-                    self._clear_expiry(seg, key)
-            else:
-                self._put_ttl(seg, key, value, ttl)
-            seg.bytes += len(key) + len(value) + RECORD_OVERHEAD_BYTES
-            self._sorted_keys = None
-            if seg.bytes >= self._hot_bytes:
-                self._seal_locked()
-            if sync is None:
-                if self._durability != "always":
-                    return
-            elif not sync:
+        if self._closed or self._poison.cause is not None:
+            self._check_writable()
+        # Lock-free fast path (each step is one atomic operation under the GIL). A writer
+        # that raced with sealing finds ``seg.sealed`` set afterwards and redoes its write
+        # in the new active segment under the lock (_put_slow); see docs/design/kv.md.
+        seg = self._active
+        if ttl is None:
+            seg.index[key] = value
+            p = seg.pending
+            if p is not None:
+                p += (_PUT_PACK(OP_PUT, len(key), len(value)), key, value)
+            if self._expiry:
+                self._clear_expiry(seg, key)
+        else:
+            self._put_ttl(seg, key, value, ttl)
+        self._sorted_keys = None
+        seg.bytes += len(key) + len(value) + RECORD_OVERHEAD_BYTES
+        if seg.sealed or seg.bytes >= self._hot_bytes:
+            self._put_slow(seg, key, value, ttl)
+        if sync is None:
+            if self._durability != "always":
                 return
-            ticket = self._committer.ticket()
-        self._wait(ticket)
+        elif not sync:
+            return
+        self._wait(self._committer.ticket())
+
+    def _put_slow(self, seg: HotSegment, key: bytes, value: bytes, ttl: float | None) -> None:
+        with self._lock:
+            if seg.sealed:
+                self._check_writable()
+                active = self._active
+                if ttl is None:
+                    active.index[key] = value
+                    if active.pending is not None:
+                        active.pending += (_PUT_PACK(OP_PUT, len(key), len(value)), key, value)
+                    if self._expiry:
+                        self._clear_expiry(active, key)
+                else:
+                    self._put_ttl(active, key, value, ttl)
+                active.bytes += len(key) + len(value) + RECORD_OVERHEAD_BYTES
+            if self._active.bytes >= self._hot_bytes:
+                self._seal_locked()
 
     def _put_ttl(self, seg: HotSegment, key: bytes, value: bytes, ttl: float) -> None:
         exp = self._now_ms() + max(1, int(ttl * 1000))
@@ -210,8 +236,10 @@ class KVStore(MutableMapping[bytes, bytes]):
 
     def put_many(self, items: Iterable[tuple[bytes, bytes]] | Mapping[bytes, bytes],
                  ttl: float | None = None, *, sync: bool | None = None) -> None:
-        """Store many pairs under one lock round and one group commit (not atomic on crash
-        beyond the batch frame it lands in)."""
+        """Store many pairs atomically: one lock round, one hot segment, one group commit.
+
+        After a crash either every pair is there or none is.
+        """
         pairs = list(items.items()) if isinstance(items, Mapping) else list(items)
         norm = []
         for k, v in pairs:
@@ -222,8 +250,11 @@ class KVStore(MutableMapping[bytes, bytes]):
             norm.append((k, v))
         with self._lock:
             self._check_writable()
+            # The whole batch goes into one hot segment (no seal inside the loop, and the
+            # committer drains under this lock), so it lands in one log frame and one
+            # cold segment: after a crash it is there entirely or not at all.
+            seg = self._active
             for k, v in norm:
-                seg = self._active
                 if ttl is None:
                     seg.index[k] = v
                     if seg.pending is not None:
@@ -233,9 +264,9 @@ class KVStore(MutableMapping[bytes, bytes]):
                 else:
                     self._put_ttl(seg, k, v, ttl)
                 seg.bytes += len(k) + len(v) + RECORD_OVERHEAD_BYTES
-                if seg.bytes >= self._hot_bytes:
-                    self._seal_locked()
             self._sorted_keys = None
+            if seg.bytes >= self._hot_bytes:
+                self._seal_locked()
             ticket = self._committer.ticket()
         if sync or (sync is None and self._durability == "always"):
             self._wait(ticket)
@@ -309,21 +340,32 @@ class KVStore(MutableMapping[bytes, bytes]):
         metrics.KV_DURABLE_WAIT_SECONDS.observe(time.perf_counter() - t0)
 
     # -- group commit (called by the committer thread) -----------------------------------
-    def _drain(self) -> list[tuple[HotSegment, list[bytes] | None]]:
-        """Under the store lock: take every segment's pending records."""
-        work: list[tuple[HotSegment, list[bytes] | None]] = []
+    def _drain(self) -> list[tuple[HotSegment, list[bytes] | None, bool]]:
+        """Under the store lock: take every segment's pending records.
+
+        Each item is (segment, records or None, final): ``final`` means the segment was
+        sealed when drained, so these are its last records and its log can be closed.
+        IMPORTANT: ``final`` must be decided here, under the lock, not later: a segment
+        sealed after this drain may still have records to log in the next round.
+        """
+        work: list[tuple[HotSegment, list[bytes] | None, bool]] = []
+        keep: list[HotSegment] = []
         for seg in self._unflushed:
+            final = seg.sealed
             p = seg.pending
             if p:
-                seg.pending = []
-                work.append((seg, None if seg.spilled else p))
-            elif seg.sealed:
-                work.append((seg, None))
-        if work and any(s.sealed for s, _ in work):
-            self._unflushed = [s for s in self._unflushed if not s.sealed]
+                n = len(p)  # writers only ever extend by whole 3-item records
+                chunk = p[:n]
+                del p[:n]
+                work.append((seg, None if seg.spilled else chunk, final))
+            elif final:
+                work.append((seg, None, True))
+            if not final:
+                keep.append(seg)
+        self._unflushed = keep
         return work
 
-    def _write_drained(self, work: list[tuple[HotSegment, list[bytes] | None]]) -> int:
+    def _write_drained(self, work: list[tuple[HotSegment, list[bytes] | None, bool]]) -> int:
         return recovery.write_wal_batches(self, work)
 
     # -- reads ---------------------------------------------------------------------------
@@ -345,20 +387,26 @@ class KVStore(MutableMapping[bytes, bytes]):
         gid = loc >> 48
         blk = self._cache.get(gid)
         if blk is None:
-            blk = self._load_block(gid)
-            self._cache_misses += 1
+            blk = self._load_block(gid, key)
         off = (loc >> 28) & 0xFFFFF
         return blk[off : off + (loc & 0xFFFFFFF)]
 
     def _get_locked(self, key: bytes) -> bytes | None:
         return self.get(key)
 
-    def _load_block(self, gid: int) -> bytes:
-        seg = self._cold.get(gid >> 16)
+    def _load_block(self, gid: int, key: bytes) -> bytes:
+        seg = self._open_segs.get(gid >> 16)
         if seg is None:
-            seg = next((s for s in self._retired if s.id == gid >> 16), None)
-            if seg is None:
-                raise ClosedError("the store is closed") if self._closed else KeyError(gid)
+            # A merge retired that segment between our keydir lookup and now: look again.
+            with self._bg_mutex:
+                loc = self._keydir.get(key)
+                if self._closed:
+                    raise ClosedError("the store is closed; open it again")
+                if loc is None or (loc >> 64) not in self._open_segs:
+                    raise CorruptionError(f"keydir points at missing segment {gid >> 16}")
+                seg = self._open_segs[loc >> 64]
+                gid = loc >> 48
+        self._cache_misses += 1
         raw = seg.read_block(gid & 0xFFFF)
         metrics.KV_GETS.inc()
         size = len(raw)
@@ -382,6 +430,7 @@ class KVStore(MutableMapping[bytes, bytes]):
     # -- TTL -------------------------------------------------------------------------------
     def expire(self, key: bytes, seconds: float) -> bool:
         """Set a TTL on an existing key; False if it does not exist."""
+        self._require_open()
         with self._lock:
             v = self._get_locked(key)
         if v is None:
@@ -408,14 +457,19 @@ class KVStore(MutableMapping[bytes, bytes]):
         return None if exp is None else max(0.0, (exp - self._now_ms()) / 1000)
 
     # -- ordered access ------------------------------------------------------------------
+    def _require_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the store is closed; open it again")
+
     def _live_keys(self) -> list[bytes]:
+        self._require_open()
         with self._lock:
             cached = self._sorted_keys
             if cached is not None:
                 return cached
             keys = set(self._keydir)
             for d in reversed(self._chain):
-                for k, v in d.items():
+                for k, v in list(d.items()):
                     if v is TOMBSTONE:
                         keys.discard(k)
                     else:
@@ -471,6 +525,7 @@ class KVStore(MutableMapping[bytes, bytes]):
 
     def write_ticket(self) -> int:
         """A ticket covering every write issued so far (see :meth:`when_durable`)."""
+        self._require_open()
         with self._lock:
             return self._committer.ticket()
 
@@ -480,6 +535,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         With ``durability="none"`` nothing is logged, so it is done at once: that mode
         promises nothing before spill, ``sync()`` or ``close()``.
         """
+        self._require_open()
         if not self._logged:
             fut: Future[None] = Future()
             fut.set_result(None)
@@ -532,11 +588,13 @@ class KVStore(MutableMapping[bytes, bytes]):
         """Verify checksums, hint files and keydir/log agreement; problems as strings."""
         from tuffdb.kv.check import check_store
 
+        self._require_open()
         return check_store(self)
 
     def stats(self) -> dict[str, Any]:
         from tuffdb.kv.check import store_stats
 
+        self._require_open()
         return store_stats(self)
 
     def _request(self, what: str, arg: Any) -> Any:
@@ -562,7 +620,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         with self._lock:
             self._closed = True
             self._chain = ()
-        for seg in [*self._cold_order, *self._retired]:
+        for seg in list(self._open_segs.values()):
             seg.close()
         self._cache.clear()
         self._dirlock.release()
