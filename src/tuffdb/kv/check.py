@@ -40,6 +40,7 @@ def check_store(store: KVStore) -> list[str]:
         segs: list[ColdSegment] = list(store._cold_order)
         now = store._now_ms()
         expected: dict[bytes, int] = {}
+        expired: dict[int, bytes] = {}
         for seg in segs:
             try:
                 data_entries = seg.entries()
@@ -59,9 +60,11 @@ def check_store(store: KVStore) -> list[str]:
                     expected[k] = loc
                 else:
                     expected.pop(k, None)
+                    if i in ttl:
+                        expired[loc] = k  # expired records may linger in the keydir until swept
         kd = dict(store._keydir)
         for k, loc in kd.items():
-            if expected.get(k) != loc and not (k in store._expiry and k not in expected):
+            if expected.get(k) != loc and expired.get(loc) != k:
                 problems.append(f"keydir entry for {k[:40]!r} does not match the cold tier")
                 if len(problems) > 100:
                     break
