@@ -32,7 +32,6 @@ import grpc
 import numpy as np
 
 from tuffdb.errors import AuthError, ProgrammingError
-from tuffdb.events.planner import normalise
 from tuffdb.events.store import EventStore
 from tuffdb.events.subscription import next_positions
 from tuffdb.server.protocol import health_v1_pb2 as hpb
@@ -108,7 +107,7 @@ class DCBService:
                 c = req.condition
                 after = c.after if c.HasField("after") else 0
                 if c.HasField("fail_if_events_match"):
-                    items = normalise(wire.query_from_pb(c.fail_if_events_match))
+                    items = wire.items_from_pb(c.fail_if_events_match)
             pos = self.store.submit_encoded(
                 tails, types, tags, uuids, tracking=tracking, items=items, after=after
             ).result()
@@ -186,7 +185,7 @@ class DCBService:
         try:
             self._auth(context)
             req = pb.SubscribeRequest.FromString(raw)
-            items = normalise(wire.query_from_pb(req.query)) if req.HasField("query") else None
+            items = wire.items_from_pb(req.query) if req.HasField("query") else None
             cursor = req.after if req.HasField("after") else 0
             batch = req.batch_size if req.HasField("batch_size") else wire.DEFAULT_BATCH
             batch = min(max(batch, 1), wire.MAX_BATCH)

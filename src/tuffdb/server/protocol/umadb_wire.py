@@ -60,6 +60,17 @@ def error_details(etype: int, message: str) -> bytes:
     return pb.ErrorResponse(message=message, error_type=etype).SerializeToString()
 
 
+def items_from_pb(q: pb.Query) -> list[tuple[list[str], list[str]]] | None:
+    """Planner items straight from a wire Query (``None`` = matches everything)."""
+    out = []
+    for i in q.items:
+        types, tags = list(i.types), list(i.tags)
+        if not types and not tags:
+            return None
+        out.append((types, tags))
+    return out or None
+
+
 def query_from_pb(q: pb.Query) -> Query:
     return Query([QueryItem(list(i.types), list(i.tags)) for i in q.items])
 
