@@ -75,8 +75,10 @@ class ServerProcess:
         return self.proc.returncode
 
 
-def start_tuffdb(data_dir: Path, *args: str, appendfsync: str = "everysec") -> ServerProcess:
-    cmd = [sys.executable, "-m", "tuffdb.server.resp", "--port", "0", "--data-dir",
+def start_tuffdb(data_dir: Path, *args: str, appendfsync: str = "everysec",
+                 wrap: list[str] | None = None) -> ServerProcess:
+    """``wrap`` prefixes the command, e.g. ``["taskset", "-c", "0"]`` for benchmarks."""
+    cmd = [*(wrap or []), sys.executable, "-m", "tuffdb.server.resp", "--port", "0", "--data-dir",
            str(data_dir), "--appendfsync", appendfsync, *args]
     return ServerProcess(cmd, READY_RE, env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
@@ -91,7 +93,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_redis(*args: str) -> ServerProcess:
+def start_redis(*args: str, wrap: list[str] | None = None) -> ServerProcess:
     """A throw-away redis-server on a free loopback port: no RDB, no AOF unless asked."""
     exe = redis_server_path()
     if exe is None:
@@ -99,7 +101,7 @@ def start_redis(*args: str) -> ServerProcess:
     last: Exception | None = None
     for _ in range(5):
         port = free_port()
-        cmd = [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+        cmd = [*(wrap or []), exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                "--appendonly", "no", "--logfile", "", "--daemonize", "no", *args]
         try:
             # redis logs to stdout; merge it into the stream we watch.
