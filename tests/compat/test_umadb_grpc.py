@@ -382,3 +382,16 @@ def test_near_4_mib_event_round_trips(client: umadb.Client) -> None:
     assert client.append([E(data=big)]) == 1
     (e,) = client.read()
     assert e.event.data == big
+
+
+def test_health_watch_reports_not_serving_at_shutdown(tmp_path: Path) -> None:
+    s = Server(tmp_path / "events")
+    c = s.client()  # keep the client: dropping it cancels its streams
+    watch = c.watch_health()
+    assert next(watch) == umadb.ServingStatus.SERVING
+    got: list[object] = []
+    t = threading.Thread(target=lambda: got.append(next(watch, None)))
+    t.start()
+    assert s.stop() == 0
+    t.join(30)
+    assert got == [umadb.ServingStatus.NOT_SERVING]

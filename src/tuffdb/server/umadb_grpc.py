@@ -258,6 +258,8 @@ class HealthService:
             if resp.status != last:
                 last = resp.status
                 yield resp
+            if last == hpb.HealthCheckResponse.NOT_SERVING:
+                return  # shutting down: end the stream so the server need not wait for it
             with self._cv:
                 self._cv.wait_for(lambda last=last: done[0] or self.status != last)
 
