@@ -91,6 +91,86 @@ async def batch(c, s):
 
 
 @step
+async def projections_and_paging(c, s):
+    got = await c.find_by_id_with_projection(s.coll, s.id, select_fields=["name"])
+    assert set(got) == {"id", "name"}, got
+    got = await c.find_by_id_with_projection(s.coll, s.id, exclude_fields=["tags", "age"])
+    assert "tags" not in got and "name" in got, got
+    page1 = await c.paginate(s.coll, 1, 1)
+    page2 = await c.paginate(s.coll, 2, 1)
+    assert len(page1) == 1 and len(page2) == 1 and page1[0]["id"] != page2[0]["id"]
+    one = await c.find_one(s.coll, "name", "Bob")
+    assert one is not None and val(one["name"]) == "Bob", one
+
+
+@step
+async def schema_builder_and_constraints(c, s):
+    from ekodb_client import FieldTypeSchemaBuilder, SchemaBuilder
+
+    schema = (SchemaBuilder()
+              .add_field("title", FieldTypeSchemaBuilder("String").required().text_index())
+              .add_field("n", FieldTypeSchemaBuilder("Integer").range(0, 100).btree_index())
+              .add_field("emb", FieldTypeSchemaBuilder("Vector").vector_index(dimension=3))
+              .add_field("code", FieldTypeSchemaBuilder("string").unique().hash_index())
+              .build())
+    name = s.coll + "_sb"
+    await c.create_collection(name, schema)
+    info = await c.get_collection(name)
+    assert "title" in str(info), info
+    await c.insert(name, {"title": "x", "n": 5, "code": "a"})
+    for bad in ({"n": 5}, {"title": "y", "n": 500}, {"title": "z", "code": "a"}):
+        try:
+            await c.insert(name, bad)
+        except RuntimeError:
+            continue
+        raise AssertionError(f"accepted {bad}")
+    await c.update_schema_constraints(name, {"title": {"required": False}})
+    await c.insert(name, {"n": 6})
+    rows = await c.find(name, QueryBuilder().gt("n", 5).build())
+    assert len(rows) == 1, rows
+
+
+@step
+async def kv_batches(c, s):
+    k1, k2 = s.coll + ":b1", s.coll + ":b2"
+    out = await c.kv_batch_set([{"key": k1, "value": {"a": 1}, "ttl": 60}, {"key": k2, "value": {"b": 2}}])
+    assert len(out) == 2, out
+    got = await c.kv_batch_get([k1, k2])
+    assert len(got) == 2, got
+    assert await c.kv_exists(k1) is True
+    await c.kv_batch_delete([k1, k2])
+    assert await c.kv_exists(k1) is False
+
+
+@step
+async def admin_keys_and_permissions(c, s):
+    from ekodb_client.admin import AdminClient
+
+    admin = AdminClient(s.base, s.key)
+    created = await admin.create_api_key({"label": "ro", "description": "contract",
+                                          "is_admin": False,
+                                          "collection_permissions": {s.coll: ["read"]}})
+    ro_key = created["key"]
+    keys = await admin.list_api_keys()
+    assert any(k["key"] == ro_key for k in keys), keys
+    ro = Client.new(s.base, ro_key, format=s.fmt) if s.fmt is not None else Client.new(s.base, ro_key)
+    assert len(await ro.find_all(s.coll, 10)) >= 1
+    try:
+        await ro.insert(s.coll, {"name": "nope"})
+    except RuntimeError as exc:
+        assert "403" in str(exc) or "ermission" in str(exc) or "may not" in str(exc), exc
+    else:
+        raise AssertionError("a read-only key wrote")
+    await admin.update_api_key_collection_permissions({"api_key": ro_key, "collection": s.coll,
+                                                       "read": True, "write": False,
+                                                       "exclude_fields": ["age"]})
+    row = await ro.find_by_id(s.coll, s.id)
+    assert "age" not in row and "name" in row, row
+    await admin.revoke_api_key(ro_key)
+    assert not any(k["key"] == ro_key for k in await admin.list_api_keys())
+
+
+@step
 async def delete(c, s):
     await c.delete(s.coll, "fixed-id")
     assert await c.exists(s.coll, "fixed-id") is False
@@ -185,6 +265,7 @@ async def main(base, key, mode):
     s = State()
     s.coll = f"contract_{mode}_{uuid.uuid4().hex[:8]}"
     s.u = uuid.uuid4()
+    s.base, s.key, s.fmt = base, key, fmt
     for fn in STEPS:
         try:
             await fn(c, s)
