@@ -1,0 +1,330 @@
+"""Crash consistency of KVStore with real processes, SIGKILL and injected faults.
+
+Story: tamnd/kv v0.4.0 documented "like appendfsync everysec" but had no timer, so an
+idle writer lost everything it had acknowledged; and engines that swallow a failed
+fsync report durability that does not exist [kv-design.md §3; fjall; buntdb]. These
+tests hold tuffdb to its promises with the only evidence that counts: a process that
+is killed without warning, and a reopen.
+
+* ``always``: every op whose ``put`` returned (and was reported over a pipe) survives
+  a SIGKILL at a random moment, with its exact value; at most the one op each thread
+  had in flight may additionally appear, and a batch appears whole or not at all.
+* ``interval``: after the last write, the store's own ``interval_ms`` deadline plus a
+  margin, a SIGKILL loses nothing. Mid-write, a kill leaves each thread's keys at a
+  *prefix* of its writes (no holes).
+* ``none``: ops acknowledged before ``sync()`` returned survive.
+* Failpoints at every ordering-critical step of the storage core: the process exits
+  there, and the reopened store still has every acknowledged op.
+* A failed fsync poisons the store: the write that needed it is not acknowledged, and
+  every later write raises PoisonedError until the store is reopened.
+
+Rounds reuse one directory, so each round also recovers what the previous crash left.
+Kill points are seeded (``random.Random(seed)``); a failure names the seed and round.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tuffdb import KVStore
+from tuffdb.errors import Error, PoisonedError
+from tuffdb.testing.faults import failing_fsync, failpoint, fd_path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from workload import namespace, state_after  # noqa: E402
+
+CHILD = Path(__file__).resolve().parent / "kv_child.py"
+SRC = Path(__file__).resolve().parents[2] / "src" / "tuffdb"
+HOT_BYTES = 32 * 1024
+MAX_VALUE = 3 * HOT_BYTES  # some values are larger than a hot segment
+THREADS = 3
+LINE_TIMEOUT_S = 60.0  # a child that says nothing for this long is hung: fail loudly
+
+
+class Child:
+    """A kv_child.py process and a line reader over its stdout pipe."""
+
+    def __init__(self, path: Path, round_: int, options: dict[str, Any], *extra: str) -> None:
+        self.proc = subprocess.Popen(  # noqa: S603 - our own script
+            [sys.executable, str(CHILD), str(path), str(round_), "--threads", str(THREADS),
+             "--options", json.dumps(options), "--max-value", str(MAX_VALUE), *extra],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        self.buf = b""
+        self.last_ack = dict.fromkeys(range(THREADS), -1)
+        self.acks = 0
+
+    def line(self) -> str | None:
+        """The next line, or None at EOF (the child exited)."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buf:
+            ready, _, _ = select.select([fd], [], [], LINE_TIMEOUT_S)
+            if not ready:
+                self.kill()
+                pytest.fail(f"crash child silent for {LINE_TIMEOUT_S}s: {self.stderr()}")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self.buf += chunk
+        raw, self.buf = self.buf.split(b"\n", 1)
+        text = raw.decode()
+        if text.startswith("ack "):
+            _, t, i = text.split()
+            assert int(i) == self.last_ack[int(t)] + 1, "acks arrive in order per thread"
+            self.last_ack[int(t)] = int(i)
+            self.acks += 1
+        return text
+
+    def expect(self, wanted: str) -> None:
+        while (text := self.line()) != wanted:
+            if text is None:
+                pytest.fail(f"child exited before {wanted!r}: {self.stderr()}")
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        # Acks written before the kill are still in the pipe: they were acknowledged.
+        while self.line() is not None:
+            pass
+
+    def stderr(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read().decode(errors="replace")[-3000:]
+
+    def close(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def _recovered(path: Path, options: dict[str, Any]) -> dict[bytes, bytes]:
+    """Open the crashed directory, require a clean check(), return everything in it."""
+    with KVStore.open(path, **options) as store:
+        assert store.check() == []
+        return dict(store.scan())
+
+
+def _split(data: dict[bytes, bytes], round_: int, t: int) -> dict[bytes, bytes]:
+    mine = namespace(round_) + f"t{t}:".encode()
+    return {k: v for k, v in data.items() if k.startswith(mine)}
+
+
+def _verify_round(
+    data: dict[bytes, bytes], round_: int, last_ack: dict[int, int], *, exact: bool, prefix: bool
+) -> None:
+    """Each thread's keys equal the state after its acked ops (or the one in flight).
+
+    ``exact``: nothing was in flight (the child had finished). ``prefix``: the mode
+    promises nothing about recent acks, only that the state is *some* prefix.
+    """
+    for t, last in last_ack.items():
+        got = _split(data, round_, t)
+        if prefix:
+            candidates = range(-1, last + 2)
+        elif exact:
+            candidates = range(last, last + 1)
+        else:
+            candidates = range(last, last + 2)
+        states = [state_after(round_, t, j, MAX_VALUE) for j in candidates]
+        assert got in states, (
+            f"round {round_} thread {t}: acked through op {last}; recovered keys match no "
+            f"allowed prefix {list(candidates)[0]}..{list(candidates)[-1]}; "
+            f"missing={sorted(set(states[-1]) - set(got))[:5]} "
+            f"wrong={[k for k in got if k in states[0] and got[k] != states[0][k]][:5]}"
+        )
+
+
+def _run_rounds(tmp_path: Path, options: dict[str, Any], seed: int, rounds: int, mode: str) -> None:
+    rng = random.Random(seed)
+    path = tmp_path / "kv"
+    seen: dict[int, dict[bytes, bytes]] = {}  # what each earlier round recovered to
+    for round_ in range(rounds):
+        ctx = f"seed={seed} round={round_}"
+        if mode == "random-kill":
+            child = Child(path, round_, options)
+            child.expect("ready")
+            target = rng.choice((0, 1, rng.randrange(2, 60), rng.randrange(60, 400)))
+            while child.acks < target:
+                if child.line() is None:
+                    pytest.fail(f"{ctx}: child died: {child.stderr()}")
+            child.kill()
+        else:  # "quiesce": write a fixed count, wait for the mode's deadline, then kill
+            then = "sleep" if options["durability"] == "interval" else "sync"
+            count = rng.randrange(1, 120)
+            child = Child(path, round_, options, "--count", str(count), "--then", then)
+            child.expect("ready")
+            child.expect("done")
+            child.expect("slept" if then == "sleep" else "synced")
+            child.kill()
+        child.close()
+        data = _recovered(path, options)
+        exact = mode == "quiesce"
+        prefix = mode == "random-kill" and options["durability"] != "always"
+        _verify_round(data, round_, child.last_ack, exact=exact, prefix=prefix)
+        seen[round_] = {k: v for k, v in data.items() if k.startswith(namespace(round_))}
+        for earlier, expected in seen.items():
+            now = {k: v for k, v in data.items() if k.startswith(namespace(earlier))}
+            assert now == expected, f"{ctx}: round {earlier}'s recovered data changed later"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_always_every_acknowledged_write_survives_sigkill(tmp_path: Path, seed: int) -> None:
+    options = {"durability": "always", "hot_bytes": HOT_BYTES}
+    _run_rounds(tmp_path, options, seed, rounds=5, mode="random-kill")
+
+
+def test_interval_nothing_is_lost_after_the_interval_has_passed(tmp_path: Path) -> None:
+    options = {"durability": "interval", "interval_ms": 50, "hot_bytes": HOT_BYTES}
+    _run_rounds(tmp_path, options, seed=3, rounds=5, mode="quiesce")
+
+
+def test_interval_with_default_hot_bytes_loses_nothing_after_the_interval(tmp_path: Path) -> None:
+    """The tamnd/kv defect: with a big hot segment nothing was ever written until it filled."""
+    options = {"durability": "interval", "interval_ms": 50}
+    _run_rounds(tmp_path, options, seed=4, rounds=3, mode="quiesce")
+
+
+@pytest.mark.parametrize("durability", ["interval", "none"])
+def test_kill_mid_write_recovers_a_prefix_of_each_writer(tmp_path: Path, durability: str) -> None:
+    options = {"durability": durability, "interval_ms": 50, "hot_bytes": HOT_BYTES}
+    _run_rounds(tmp_path, options, seed=5, rounds=4, mode="random-kill")
+
+
+def test_none_writes_acknowledged_before_sync_survive(tmp_path: Path) -> None:
+    options = {"durability": "none", "hot_bytes": HOT_BYTES}
+    _run_rounds(tmp_path, options, seed=6, rounds=3, mode="quiesce")
+
+
+# -- failpoints: exit at an ordering-critical step ---------------------------------------
+def _failpoint_names() -> list[str]:
+    names: set[str] = set()
+    for sub in ("storage", "kv"):
+        for path in (SRC / sub).rglob("*.py"):
+            names.update(re.findall(r'failpoint\("([a-z_]+)"\)', path.read_text()))
+    return sorted(names)
+
+
+@pytest.mark.parametrize("name", _failpoint_names())
+def test_exit_at_failpoint_keeps_every_acknowledged_write(tmp_path: Path, name: str) -> None:
+    options = {"durability": "always", "hot_bytes": HOT_BYTES}
+    path = tmp_path / "kv"
+    child = Child(path, 0, options, "--failpoint", name, "--failpoint-after", "40",
+                  "--compact-every", "25", "--count", "300")
+    child.expect("ready")
+    while (text := child.line()) is not None:
+        if text == "done":
+            child.kill()
+            pytest.fail(f"failpoint {name} was never reached by 900 writes and compactions")
+    code = child.proc.wait()
+    child.close()
+    assert code == 97, f"failpoint {name} was not reached (exit {code}): {child.stderr()}"
+    data = _recovered(path, options)
+    _verify_round(data, 0, child.last_ack, exact=False, prefix=False)
+
+
+# -- a failed fsync poisons the store ------------------------------------------------------
+def test_failed_fsync_poisons_the_store_and_is_never_acknowledged(tmp_path: Path) -> None:
+    path = tmp_path / "kv"
+    store = KVStore.open(path, durability="always", hot_bytes=HOT_BYTES)
+    store.put(b"before", b"durable")
+    with failpoint("before_sync_segment", "raise"), pytest.raises((Error, OSError)):
+        store.put(b"doomed", b"never acknowledged")
+    for write in (
+        lambda: store.put(b"after", b"v"),
+        lambda: store.delete(b"before"),
+        lambda: store.put_many([(b"after", b"v")]),
+        lambda: store.delete_many([b"before"]),
+        lambda: store.expire(b"before", 3600),
+        lambda: store.sync(),
+    ):
+        with pytest.raises(PoisonedError):
+            write()
+    store.close()  # closing a poisoned store must not raise or write
+    with KVStore.open(path, durability="always") as again:
+        assert again.get(b"before") == b"durable"
+        assert again.get(b"after") is None
+        assert again.check() == []
+        again.put(b"after", b"reopened")  # reopening clears the poison
+        assert again.get(b"after") == b"reopened"
+
+
+def test_failed_os_fsync_under_concurrent_writers_acknowledges_nothing_unsynced(
+    tmp_path: Path,
+) -> None:
+    """Every put that returned had a successful log fsync between its start and its return,
+    and after the first failed fsync nothing more is acknowledged (os.fsync fails, as a
+    dying disk makes it; the store's own code is not touched)."""
+    path = tmp_path / "kv"
+    store = KVStore.open(path, durability="always", hot_bytes=HOT_BYTES)
+    events: list[tuple[str, bytes | None]] = []
+    log = events.append  # list.append is atomic under the GIL
+    state = {"syncs_left": 40}
+    lock = threading.Lock()
+
+    def should_fail(fd: int) -> bool:
+        if not fd_path(fd).endswith(".log"):
+            return False  # only the hot-tier log's fsync, the one that acknowledges writes
+        with lock:
+            state["syncs_left"] -= 1
+            fail = state["syncs_left"] < 0
+        log(("fsync_fail" if fail else "fsync_ok", None))
+        return fail
+
+    acked: list[bytes] = []
+    refused: list[BaseException] = []
+
+    def writer(t: int) -> None:
+        for i in range(200):
+            key = f"t{t}-{i:03d}".encode()
+            log(("put_start", key))
+            try:
+                store.put(key, key * 5)
+            except (Error, OSError) as exc:
+                refused.append(exc)
+                continue
+            log(("put_ok", key))
+            acked.append(key)
+
+    with failing_fsync(should_fail) as seen:
+        threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    assert seen.failed >= 1, "the fault was never hit"
+    assert acked, "nothing was acknowledged before the fault"
+    assert len(acked) + len(refused) == 800
+    # Writers already waiting on the failed group may see the OSError; everyone after it
+    # must see PoisonedError.
+    assert sum(not isinstance(e, PoisonedError) for e in refused) <= 4
+    starts = {key: i for i, (kind, key) in enumerate(events) if kind == "put_start"}
+    for i, (kind, key) in enumerate(events):
+        if kind == "put_ok":
+            assert key is not None
+            window = [k for k, _ in events[starts[key]:i]]
+            assert "fsync_ok" in window, f"{key!r} acknowledged without a successful fsync"
+    first_fail = next(i for i, (kind, _) in enumerate(events) if kind == "fsync_fail")
+    late = [key for kind, key in events[first_fail:] if kind == "put_ok"
+            and starts[key] > first_fail]  # type: ignore[index]
+    assert late == [], "writes started after the failed fsync were acknowledged"
+    store.close()
+    with KVStore.open(path, durability="always") as again:
+        assert again.get_many(acked) == [key * 5 for key in acked]
+        assert again.check() == []

@@ -1,0 +1,48 @@
+"""The deterministic write workload shared by the crash child and the parent test.
+
+Thread ``t`` of round ``r`` performs ops ``0, 1, 2, ...``; op ``i`` is a put, a delete
+or a ``put_many`` batch on that thread's own keys, fully determined by ``(r, t, i)``,
+so the parent can recompute what any prefix of a thread's ops leaves behind without
+the child sending values over the pipe. (Not collected by pytest: no test_ prefix.)
+"""
+
+from __future__ import annotations
+
+import random
+
+KEYS_PER_THREAD = 24
+
+
+def key(r: int, t: int, k: int) -> bytes:
+    return f"r{r:02d}:t{t}:k{k:02d}".encode()
+
+
+def namespace(r: int) -> bytes:
+    return f"r{r:02d}:".encode()
+
+
+def op(r: int, t: int, i: int, max_value: int) -> list[tuple[bytes, bytes | None]]:
+    """The effect of op ``i``: a list of (key, value) with ``None`` for a delete."""
+    rng = random.Random(f"{r}/{t}/{i}")
+    roll = rng.random()
+    if roll < 0.15:
+        return [(key(r, t, rng.randrange(KEYS_PER_THREAD)), None)]
+    count = 3 if roll < 0.3 else 1
+    ks = rng.sample(range(KEYS_PER_THREAD), count)
+    out: list[tuple[bytes, bytes | None]] = []
+    for j, k in enumerate(ks):
+        size = rng.choice((0, 16, 200, rng.randrange(max_value + 1)))
+        out.append((key(r, t, k), f"{r}:{t}:{i}:{j}|".encode() + rng.randbytes(size)))
+    return out
+
+
+def state_after(r: int, t: int, last: int, max_value: int) -> dict[bytes, bytes]:
+    """Thread ``t``'s keys after its ops ``0..last`` (``last = -1``: nothing written)."""
+    state: dict[bytes, bytes] = {}
+    for i in range(last + 1):
+        for k, v in op(r, t, i, max_value):
+            if v is None:
+                state.pop(k, None)
+            else:
+                state[k] = v
+    return state
