@@ -293,3 +293,14 @@ def test_gzip_and_pipelined_keep_alive(client: Client) -> None:
     r = client.http.post("/api/find/gz", json={}, headers={**client.auth, "Accept-Encoding": "gzip"})
     assert r.headers.get("content-encoding") == "gzip" and len(r.json()) == 50
     assert len(gzip.compress(r.content)) > 0
+
+
+def test_trash_restore_record_and_collection(client: Client) -> None:
+    ids = [client.json("POST", "/api/insert/trashy", {"n": i}).json()["id"] for i in range(3)]
+    for rid in ids:
+        client.json("DELETE", f"/api/delete/trashy/{rid}")
+    r = client.json("POST", f"/api/trash/trashy/{ids[0]}")
+    assert r.json() == {"status": "success", "restored": True}
+    assert client.json("POST", f"/api/trash/trashy/{ids[0]}").status_code == 404
+    assert client.json("POST", "/api/trash/trashy").json()["cleared_count"] == 2
+    assert len(client.json("POST", "/api/find/trashy", {}).json()) == 3

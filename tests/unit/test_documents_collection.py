@@ -160,3 +160,16 @@ def test_upsert_update_many_delete_many_and_drop(db: Database) -> None:
     assert c.update_many(where("a") == 1, {"seen": True}) == 2
     assert c.delete_many(where("seen") == True) == 2  # noqa: E712
     assert db.drop_collection("c") == 1 and "c" not in db.collections()
+
+
+def test_deleted_records_can_be_restored_from_the_trash(db: Database) -> None:
+    c = db.collection("c")
+    a, b = c.insert({"a": 1}), c.insert({"a": 2})
+    c.delete(a)
+    c.delete_many(where("a") == 2)
+    assert c.restore(a) == {"id": a, "a": 1} and c.get(a)["a"] == 1
+    with pytest.raises(NotFoundError):
+        c.restore(a)  # restoring empties the trash slot
+    assert c.restore_all() == 1 and c.get(b)["a"] == 2
+    db.drop_collection("c")
+    assert db.collection("c").restore_all() == 2 and db.collection("c").count() == 2

@@ -365,6 +365,41 @@ class Collection:
             self.commit([Write(self.name, i, None) for i in ids])
         return len(ids)
 
+    def restore(self, rid: str) -> dict[str, Any]:
+        """Bring back a deleted record from the trash (as it was; no schema re-check).
+
+        :raises NotFoundError: when it is not in the trash (never deleted, or expired).
+        :raises IntegrityError: when a record with that id exists again.
+        """
+        from tuffdb.documents.database import TRASH  # noqa: PLC0415 - cycle
+
+        key = TRASH + self._prefix[2:] + rid.encode()
+        with self.db.lock:
+            data = self.db.kv.get(key)
+            if data is None:
+                raise NotFoundError(f"no deleted record '{rid}' in '{self.name}'")
+            if self.load(rid) is not None:
+                raise IntegrityError(f"a record with id '{rid}' exists", condition="id")
+            fields, ttl, touch = codec.unpack_record(data)
+            self.commit([Write(self.name, rid, fields, ttl, touch)])
+            self.db.kv.delete(key, sync=self.db.sync)
+        return {"id": rid, **fields}
+
+    def restore_all(self) -> int:
+        """Restore every deleted record of this collection still in the trash."""
+        from tuffdb.documents.database import TRASH  # noqa: PLC0415 - cycle
+
+        prefix = TRASH + self._prefix[2:]
+        ids = [k[len(prefix) :].decode() for k, _ in self.db.kv.scan(prefix)]
+        restored = 0
+        for rid in ids:
+            try:
+                self.restore(rid)
+            except (NotFoundError, IntegrityError):
+                continue
+            restored += 1
+        return restored
+
     def upsert(self, rid: str, record: dict[str, Any]) -> dict[str, Any]:
         """Update ``rid`` with ``record`` (merge) if it exists, else insert it with that id."""
         with self.db.lock:

@@ -4,6 +4,7 @@ Key layout in the KVStore (normative: ``docs/format/documents.md``)::
 
     d\\x00<collection>\\x00<id>   a record (codec.pack_record)
     m\\x00<collection>            collection metadata: schema, index definitions
+    t\\x00<collection>\\x00<id>   a deleted record, restorable for TRASH_TTL_SECONDS
     k\\x00<key>                   an ekoDB KV entry (served by the REST face)
     s\\x00<name>                  server state: config, API keys, JWT secret
 
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 
     from tuffdb.documents.transactions import Transaction
 
-RECORD, META, KV, SYSTEM = b"d\x00", b"m\x00", b"k\x00", b"s\x00"
+RECORD, META, KV, SYSTEM, TRASH = b"d\x00", b"m\x00", b"k\x00", b"s\x00", b"t\x00"
+TRASH_TTL_SECONDS = 7 * 86400  # deleted records stay restorable this long
 
 
 def record_key(collection: str, rid: str) -> bytes:
@@ -67,6 +69,7 @@ class Database:
         self.versions: dict[tuple[str, str], int] = {}
         self.collection_versions: dict[str, int] = {}
         self.active_transactions: dict[str, Transaction] = {}
+        self.trash_ttl: float | None = TRASH_TTL_SECONDS  # None: deletes are final
 
     @classmethod
     def open(cls, path: str | Path, *, default_ttl: float | None = None,
@@ -123,12 +126,18 @@ class Database:
         with self.lock:
             if not self.has_collection(name):
                 raise NotFoundError(f"collection '{name}' does not exist")
-            keys = [k for k, _ in self.kv.scan(record_prefix(name))]
-            self.kv.delete_many([*keys, META + name.encode()], sync=self.sync)
+            items = list(self.kv.scan(record_prefix(name)))
+            self._to_trash(items)
+            self.kv.delete_many([k for k, _ in items] + [META + name.encode()], sync=self.sync)
             self._collections.pop(name, None)
             self.seq += 1
             self.collection_versions[name] = self.seq
-            return len(keys)
+            return len(items)
+
+    def _to_trash(self, items: list[tuple[bytes, bytes]]) -> None:
+        if self.trash_ttl and items:
+            trash = [(TRASH + k[len(RECORD) :], v) for k, v in items]
+            self.kv.put_many(trash, ttl=self.trash_ttl, sync=self.sync)
 
     # --- transactions ---------------------------------------------------------------
     def transaction(
@@ -155,12 +164,15 @@ class Database:
         for ttl, items in puts.items():
             self.kv.put_many(items, ttl=ttl, sync=self.sync)
         if deletes:
+            if self.trash_ttl:
+                old = self.kv.get_many(deletes)
+                self._to_trash([(k, v) for k, v in zip(deletes, old, strict=True) if v is not None])
             self.kv.delete_many(deletes, sync=self.sync)
         self.seq += 1
         for w in writes:
             self.versions[(w.collection, w.id)] = self.seq
             self.collection_versions[w.collection] = self.seq
-            self._collections[w.collection].index_write(w)
+            self.collection(w.collection).index_write(w)
         if not self.active_transactions:
             self.versions.clear()  # nobody can conflict with the past
 

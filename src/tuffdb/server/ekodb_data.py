@@ -168,6 +168,18 @@ def batch_delete(app: App, ctx: Ctx, c: str) -> Any:
     return {"successful": found, "failed": [rid for rid in ids if rid not in set(found)]}
 
 
+def restore_record(app: App, ctx: Ctx, c: str, rid: str) -> Any:
+    app.perm(ctx, c, "write")
+    _coll(app, c).restore(rid)
+    return {"status": "success", "restored": True}
+
+
+def restore_collection(app: App, ctx: Ctx, c: str) -> Any:
+    app.perm(ctx, c, "write")
+    n = _coll(app, c).restore_all()
+    return {"status": "success", "restored_count": n, "cleared_count": n}
+
+
 def distinct(app: App, ctx: Ctx, c: str, field: str) -> Any:
     app.perm(ctx, c, "read")
     body = ctx.body(empty={}) or {}
@@ -241,6 +253,8 @@ def register(app: App) -> None:
     r("PUT", "/api/batch/update/{c}", batch_update, "write")
     r("DELETE", "/api/batch/delete/{c}", batch_delete, "write")
     r("POST", "/api/distinct/{c}/{f}", distinct, "read")
+    r("POST", "/api/trash/{c}/{id}", restore_record, "write")
+    r("POST", "/api/trash/{c}", restore_collection, "write")
     r("GET", "/api/collections", list_collections, "auth")
     r("POST", "/api/collections/{c}", create_collection, "write")
     r("GET", "/api/collections/{c}", get_collection, "read")
