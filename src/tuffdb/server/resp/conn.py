@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from tuffdb import errors
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.parser import RequestParser
-from tuffdb.server.resp.table import TABLE, CommandError, arity_ok
+from tuffdb.server.resp.table import TABLE, CommandError
 
 if TYPE_CHECKING:
     from tuffdb.server.resp.server import RespServer
@@ -72,7 +72,6 @@ class Conn(asyncio.Protocol):
         self.laddr = "?:0"
         self.created = time.time()
         self.last_active = time.monotonic()
-        self.last_cmd = b"NULL"
 
     # -- asyncio.Protocol -----------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -222,9 +221,12 @@ class Conn(asyncio.Protocol):
         if spec is None:
             self.multi_error = self.multi is not None
             return reply.error(unknown_command(args))
-        if not arity_ok(spec, len(args)):
+        arity = spec.arity
+        if (len(args) != arity) if arity > 0 else (len(args) < -arity):
             self.multi_error = self.multi is not None
             return reply.error(f"ERR wrong number of arguments for '{spec.name}' command")
+        if self.multi is None and self.authed and not self.channels and not self.patterns:
+            return self.call(spec, args)  # fast path: the common case
         if not self.authed and "noauth" not in spec.flags:
             self.multi_error = self.multi is not None
             return NOAUTH
@@ -240,7 +242,6 @@ class Conn(asyncio.Protocol):
 
     def call(self, spec: Any, args: list[bytes]) -> bytes:
         self.srv.stats["commands"] += 1
-        self.last_cmd = args[0]
         if spec.write:
             self.wrote = True
         try:

@@ -89,62 +89,63 @@ class RequestParser:
     def _starts_multibulk(self) -> bool:
         return self._pos < len(self._buf) and self._buf[self._pos] == 0x2A  # "*"
 
-    def _line(self, too_big: str) -> int:
-        """Index of the CR ending the line at ``_pos``, or -1 if incomplete."""
-        buf = self._buf
-        end = buf.find(b"\r\n", self._pos)
-        if end < 0:
-            if len(buf) - self._pos > MAX_INLINE_SIZE:
-                raise ProtocolError(f"Protocol error: {too_big}")
-            self._need = 0
-            return -1
-        if end - self._pos > MAX_INLINE_SIZE:
-            raise ProtocolError(f"Protocol error: {too_big}")
-        return end
-
     def _multibulk(self) -> list[bytes] | None:
+        # Hot path: locals only, one find() and one int() per argument.
         buf = self._buf
+        size = len(buf)
+        pos = self._pos
         if not self._left:
-            end = self._line("too big mbulk count string")
+            end = buf.find(b"\r\n", pos)
             if end < 0:
+                if size - pos > MAX_INLINE_SIZE:
+                    raise ProtocolError("Protocol error: too big mbulk count string")
+                self._need = 0
                 return None
-            n = _to_int(buf, self._pos + 1, end)
+            text = buf[pos + 1 : end]
+            n = int(text) if text.isdigit() and len(text) < 10 else _to_int(text)
             if n is None or n > MAX_MULTIBULK_LEN:
                 raise ProtocolError("Protocol error: invalid multibulk length")
-            self._pos = end + 2
+            pos = self._pos = end + 2
             if n <= 0:
                 return []
             self._left = n
             self._args = []
         args = self._args
+        left = self._left
         max_bulk = self.max_bulk_len
-        size = len(buf)
-        while self._left:
-            pos = self._pos
+        while left:
             if pos >= size:
-                self._need = 0
-                return None
+                break
             if buf[pos] != 0x24:  # "$"
                 got = chr(buf[pos])
                 raise ProtocolError(f"Protocol error: expected '$', got '{got}'")
-            end = self._line("too big bulk count string")
+            end = buf.find(b"\r\n", pos)
             if end < 0:
-                return None
-            n = _to_int(buf, pos + 1, end)
+                if size - pos > MAX_INLINE_SIZE:
+                    raise ProtocolError("Protocol error: too big bulk count string")
+                break
+            text = buf[pos + 1 : end]
+            n = int(text) if text.isdigit() and len(text) < 11 else _to_int(text)
             if n is None or n < 0 or n > max_bulk:
                 raise ProtocolError("Protocol error: invalid bulk length")
-            start = end + 2
-            stop = start + n
+            stop = end + 2 + n
             if stop + 2 > size:
                 self._need = stop + 2 - pos  # measured from the "$": _pos stays there
+                self._pos = pos
+                self._left = left
                 return None
-            args.append(buf[start:stop])
-            self._pos = stop + 2
-            self._left -= 1
+            args.append(buf[end + 2 : stop])
+            pos = stop + 2
+            left -= 1
+        self._pos = pos
+        self._left = left
+        if left:
+            self._need = 0
+            return None
         self._args = []
         self._need = 0
-        if self._pos > 65536 and self._pos * 2 > size:
-            self._buf = buf[self._pos :]
+        if pos > 65536 and pos * 2 > size:
+            self._buf = buf[pos:]
             self._pos = 0
         return args
 
@@ -171,8 +172,8 @@ class RequestParser:
         return args
 
 
-def _to_int(buf: bytes, start: int, end: int) -> int | None:
-    text = buf[start:end]
+def _to_int(text: bytes) -> int | None:
+    """Slow path for a header number: negative, too long, or not a number at all."""
     if not text or len(text) > 20:
         return None
     if text[0] == 0x2D:  # "-"
