@@ -5,6 +5,7 @@ Key layout in the KVStore (normative: ``docs/format/documents.md``)::
     d\\x00<collection>\\x00<id>   a record (codec.pack_record)
     m\\x00<collection>            collection metadata: schema, index definitions
     t\\x00<collection>\\x00<id>   a deleted record, restorable for TRASH_TTL_SECONDS
+    x\\x00<16 random bytes>        a write intent: every op of one multi-key batch
     k\\x00<key>                   an ekoDB KV entry (served by the REST face)
     s\\x00<name>                  server state: config, API keys, JWT secret
 
@@ -15,8 +16,10 @@ tie-breaker of every sort, so index plans and full scans agree exactly.
 from __future__ import annotations
 
 import threading
+import uuid
 from typing import TYPE_CHECKING, Any, Self
 
+from tuffdb._failpoints import failpoint
 from tuffdb.documents import codec
 from tuffdb.documents.collection import Collection, Write, check_name
 from tuffdb.errors import ClosedError, IntegrityError, NotFoundError
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
     from tuffdb.documents.transactions import Transaction
 
 RECORD, META, KV, SYSTEM, TRASH = b"d\x00", b"m\x00", b"k\x00", b"s\x00", b"t\x00"
+INTENT = b"x\x00"  # a multi-key write in flight: replayed on open
 TRASH_TTL_SECONDS = 7 * 86400  # deleted records stay restorable this long
 
 
@@ -70,6 +74,7 @@ class Database:
         self.collection_versions: dict[str, int] = {}
         self.active_transactions: dict[str, Transaction] = {}
         self.trash_ttl: float | None = TRASH_TTL_SECONDS  # None: deletes are final
+        self.replayed = self._replay_intents()
 
     @classmethod
     def open(cls, path: str | Path, *, default_ttl: float | None = None,
@@ -134,6 +139,26 @@ class Database:
             self.collection_versions[name] = self.seq
             return len(items)
 
+    def _run_ops(self, ops: list[list[Any]], *, crash_point: bool = False) -> None:
+        puts: dict[float | None, list[tuple[bytes, bytes]]] = {}
+        deletes = [key for key, value, _ in ops if value is None]
+        for key, value, ttl in ops:
+            if value is not None:
+                puts.setdefault(ttl, []).append((key, value))
+        for ttl, items in puts.items():
+            self.kv.put_many(items, ttl=ttl, sync=self.sync)
+            if crash_point:
+                failpoint("documents_mid_apply")
+        if deletes:
+            self.kv.delete_many(deletes, sync=self.sync)
+
+    def _replay_intents(self) -> int:
+        intents = list(self.kv.scan(INTENT))
+        for key, raw in intents:
+            self._run_ops(codec.unpack(raw))
+            self.kv.delete(key, sync=self.sync)
+        return len(intents)
+
     def _to_trash(self, items: list[tuple[bytes, bytes]]) -> None:
         if self.trash_ttl and items:
             trash = [(TRASH + k[len(RECORD) :], v) for k, v in items]
@@ -151,23 +176,33 @@ class Database:
 
     # --- the write path ---------------------------------------------------------------
     def apply(self, writes: list[Write]) -> None:
-        """Write a batch (caller holds ``self.lock`` and has validated it)."""
-        puts: dict[float | None, list[tuple[bytes, bytes]]] = {}
-        deletes: list[bytes] = []
+        """Write a batch (caller holds ``self.lock`` and has validated it), all or nothing.
+
+        A batch of more than one key first stores a write intent listing every op, then
+        runs the ops, then deletes the intent; an intent found at open is replayed (ops
+        are idempotent). This relies on the engine's log order: a write that survives a
+        crash implies every earlier write survived.
+        """
+        ops: list[list[Any]] = []  # [key, value | None, ttl]
+        deletes = []
         for w in writes:
             key = record_key(w.collection, w.id)
             if w.fields is None:
                 deletes.append(key)
+                ops.append([key, None, None])
             else:
-                data = codec.pack_record(w.fields, w.ttl, w.touch)
-                puts.setdefault(w.ttl, []).append((key, data))
-        for ttl, items in puts.items():
-            self.kv.put_many(items, ttl=ttl, sync=self.sync)
-        if deletes:
-            if self.trash_ttl:
-                old = self.kv.get_many(deletes)
-                self._to_trash([(k, v) for k, v in zip(deletes, old, strict=True) if v is not None])
-            self.kv.delete_many(deletes, sync=self.sync)
+                ops.append([key, codec.pack_record(w.fields, w.ttl, w.touch), w.ttl])
+        if deletes and self.trash_ttl:
+            old = self.kv.get_many(deletes)
+            ops.extend([TRASH + k[len(RECORD) :], v, self.trash_ttl]
+                       for k, v in zip(deletes, old, strict=True) if v is not None)
+        intent = INTENT + uuid.uuid4().bytes if len(ops) > 1 else None
+        if intent is not None:
+            self.kv.put(intent, codec.pack(ops), sync=self.sync)
+            failpoint("documents_after_intent")
+        self._run_ops(ops, crash_point=intent is not None)
+        if intent is not None:
+            self.kv.delete(intent, sync=self.sync)
         self.seq += 1
         for w in writes:
             self.versions[(w.collection, w.id)] = self.seq
