@@ -177,6 +177,15 @@ async def delete(c, s):
 
 
 @step
+async def trash_restore(c, s):
+    rid = (await c.insert(s.coll + "_trash", {"n": 1}))["id"]
+    await c.delete(s.coll + "_trash", rid)
+    assert await c.exists(s.coll + "_trash", rid) is False
+    assert await c.restore_deleted(s.coll + "_trash", rid) is True
+    assert await c.exists(s.coll + "_trash", rid) is True
+
+
+@step
 async def kv(c, s):
     await c.kv_set(s.coll + ":k1", {"x": 1}, ttl="30m")
     got = await c.kv_get(s.coll + ":k1")
@@ -222,6 +231,8 @@ async def transactions(c, s):
     await c.insert(s.coll + "_t", {"n": 2}, transaction_id=tx)
     await c.rollback_to_savepoint(tx, "sp1")
     await c.release_savepoint(tx, "sp1")
+    status = await c.get_transaction_status(tx)
+    assert "Active" in str(status), status
     await c.commit_transaction(tx)
     assert len(await c.find_all(s.coll + "_t", 10)) == 1
     tx2 = await c.begin_transaction()
