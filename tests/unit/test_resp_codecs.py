@@ -1,0 +1,117 @@
+"""Small pure pieces of the RESP face: encoders, glob patterns, value tags, numbers."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tuffdb.server.resp import reply
+from tuffdb.server.resp.commands.common import to_int, to_float
+from tuffdb.server.resp.commands.numbers import add_and_format
+from tuffdb.server.resp.glob import compile_glob, literal_prefix
+from tuffdb.server.resp.table import TABLE, CommandError
+from tuffdb.server.resp.values import decode_hash, encode_hash, encode_string, type_name
+
+
+def test_resp2_and_resp3_shapes() -> None:
+    pairs = [(reply.bulk(b"a"), reply.integer(1))]
+    assert reply.Resp2.map(pairs) == b"*2\r\n$1\r\na\r\n:1\r\n"
+    assert reply.Resp3.map(pairs) == b"%1\r\n$1\r\na\r\n:1\r\n"
+    assert reply.Resp2.bulks([b"x", None]) == b"*2\r\n$1\r\nx\r\n$-1\r\n"
+    assert reply.Resp3.bulks([b"x", None]) == b"*2\r\n$1\r\nx\r\n_\r\n"
+    assert reply.Resp3.push([reply.bulk(b"m")]) == b">1\r\n$1\r\nm\r\n"
+    assert reply.Resp3.verbatim(b"hi") == b"=6\r\ntxt:hi\r\n"
+    assert reply.Resp2.null_array == b"*-1\r\n"
+    assert reply.Resp3.null_array == b"_\r\n"
+
+
+def test_error_lines_never_contain_newlines() -> None:
+    assert reply.error("ERR a\r\nb") == b"-ERR a  b\r\n"
+
+
+@pytest.mark.parametrize(("pattern", "key", "matches"), [
+    (b"h?llo", b"hello", True), (b"h?llo", b"hllo", False), (b"h*llo", b"heeeello", True),
+    (b"h[ae]llo", b"hallo", True), (b"h[ae]llo", b"hillo", False),
+    (b"h[^e]llo", b"hallo", True), (b"h[^e]llo", b"hello", False),
+    (b"h[a-b]llo", b"hbllo", True), (b"h[b-a]llo", b"hbllo", True),
+    (b"a\\*b", b"a*b", True), (b"a\\*b", b"axb", False), (b"*", b"", True),
+    (b"a.c", b"abc", False), (b"k*", b"k\nx", True),
+])
+def test_glob_follows_redis_stringmatch(pattern: bytes, key: bytes, matches: bool) -> None:
+    assert bool(compile_glob(pattern)(key)) is matches
+
+
+def test_literal_prefix_stops_at_the_first_special_character() -> None:
+    assert literal_prefix(b"user:*:x") == b"user:"
+    assert literal_prefix(b"abc") == b"abc"
+    assert literal_prefix(b"[a]") == b""
+
+
+@given(st.binary(max_size=40))
+def test_glob_never_raises_on_any_pattern(pattern: bytes) -> None:
+    compile_glob(pattern)(b"some key")
+
+
+@given(st.dictionaries(st.binary(max_size=20), st.binary(max_size=50), max_size=20))
+def test_hash_encoding_round_trips(fields: dict[bytes, bytes]) -> None:
+    raw = encode_hash(fields)
+    assert type_name(raw) == b"hash"
+    assert decode_hash(raw) == fields
+
+
+def test_string_tag_is_one_prefix_byte() -> None:
+    assert encode_string(b"v") == b"sv"
+    assert type_name(encode_string(b"")) == b"string"
+    assert type_name(None) == b"none"
+
+
+@pytest.mark.parametrize("text", [b"", b" 1", b"1 ", b"+1", b"01", b"-0", b"1_0", b"0x10",
+                                  b"9223372036854775808", b"1.0"])
+def test_to_int_rejects_what_redis_rejects(text: bytes) -> None:
+    with pytest.raises(CommandError, match="not an integer"):
+        to_int(text)
+
+
+def test_to_int_accepts_int64_range() -> None:
+    assert to_int(b"-9223372036854775808") == -(2**63)
+    assert to_int(b"0") == 0
+
+
+def test_to_float_rejects_spaces_and_nan() -> None:
+    for text in (b" 1", b"nan", b""):
+        with pytest.raises(CommandError):
+            to_float(text)
+
+
+@pytest.mark.parametrize(("old", "inc", "expected"), [
+    (None, b"10.5", b"10.5"), (b"10.5", b"0.1", b"10.6"), (b"0.1", b"0.2", b"0.3"),
+    (b"5.0e3", b"2.0e2", b"5200"), (b"3", b"1.1", b"4.1"), (None, b"-0.0", b"0"),
+])
+def test_incrbyfloat_formats_like_redis_long_double(old: bytes | None, inc: bytes,
+                                                    expected: bytes) -> None:
+    assert add_and_format(old, inc) == expected
+
+
+def test_incrbyfloat_refuses_infinity_and_junk() -> None:
+    with pytest.raises(CommandError, match="NaN or Infinity"):
+        add_and_format(b"1e4932", b"1e4932")
+    with pytest.raises(CommandError, match="not a valid float"):
+        add_and_format(None, b"1_0")
+
+
+def test_command_table_covers_the_issue_scope() -> None:
+    scope = """GET SET MGET MSET MSETNX SETNX SETEX PSETEX GETSET GETDEL GETEX APPEND STRLEN
+    GETRANGE SETRANGE INCR DECR INCRBY DECRBY INCRBYFLOAT DEL UNLINK EXISTS EXPIRE PEXPIRE
+    EXPIREAT PEXPIREAT TTL PTTL PERSIST TYPE RENAME RENAMENX SCAN KEYS DBSIZE RANDOMKEY FLUSHDB
+    FLUSHALL HSET HGET HMGET HGETALL HDEL HEXISTS HLEN HKEYS HVALS HINCRBY HINCRBYFLOAT HSETNX
+    HSCAN MULTI EXEC DISCARD WATCH UNWATCH SUBSCRIBE UNSUBSCRIBE PSUBSCRIBE PUNSUBSCRIBE PUBLISH
+    PING ECHO AUTH HELLO SELECT QUIT RESET CLIENT INFO CONFIG COMMAND TIME SAVE BGSAVE LASTSAVE
+    WAIT""".split()
+    missing = [c for c in scope if c.lower().encode() not in TABLE]
+    assert missing == []
+    for spec in TABLE.values():
+        assert re.fullmatch(r"[a-z]+", spec.name)
+        assert spec.arity != 0
