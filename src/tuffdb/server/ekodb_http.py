@@ -42,7 +42,9 @@ from tuffdb.server.ekodb_proto import HttpProtocol
 KEY_FILE = "documents.key"
 ADMIN_KEY_FILE = "ekodb_admin_key"
 SETTINGS_FILE = "ekodb_config.json"
-HOT_BYTES = {"fast": 512 * 1024 * 1024, "balanced": 8 * 1024 * 1024}
+# storage_mode -> engine memory: (hot_bytes, cache_bytes). "fast" caches a working set of up
+# to 1 GiB of decoded blocks; "balanced" keeps the engine defaults.
+STORAGE_MODES = {"fast": (64 << 20, 1 << 30), "balanced": (8 << 20, 64 << 20)}
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -100,7 +102,8 @@ class EkoDBFace:
         durability = "always" if self.settings.durable_operations else config.durability
         kv = KVStore.open(self.data_dir / "documents", durability=durability,
                           interval_ms=config.interval_ms, encryption_key=key,
-                          hot_bytes=HOT_BYTES[self.settings.storage_mode])
+                          hot_bytes=STORAGE_MODES[self.settings.storage_mode][0],
+                          cache_bytes=STORAGE_MODES[self.settings.storage_mode][1])
         self.db = Database(kv, sync=False)
         self.keyring = KeyRing(kv, sync=None)
         self.admin_key: str | None = None
