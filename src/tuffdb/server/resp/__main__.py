@@ -44,7 +44,7 @@ async def serve(config: SimpleNamespace) -> None:
     face = create(config)
     await face.start()
     srv = face.server
-    print(f"tuffdb-resp ready host={srv.host} port={srv.port}", file=sys.stderr, flush=True)
+    print(f"tuffdb-resp ready host={srv.host} port={srv.port}", file=sys.stderr, flush=True)  # noqa: T201
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -56,7 +56,7 @@ async def serve(config: SimpleNamespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     config = parse_args(argv)
     try:
-        import uvloop
+        import uvloop  # noqa: PLC0415  (optional)
     except ImportError:
         asyncio.run(serve(config))
         return

@@ -18,7 +18,10 @@ import socket
 import subprocess
 import sys
 import threading
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 READY_RE = re.compile(r"tuffdb-resp ready host=(\S+) port=(\d+)")
 START_TIMEOUT_S = 60.0
@@ -30,7 +33,7 @@ class ServerProcess:
     def __init__(self, cmd: list[str], ready: re.Pattern[str], port: int | None = None,
                  env: dict[str, str] | None = None) -> None:
         self.cmd = cmd
-        self.proc = subprocess.Popen(
+        self.proc = subprocess.Popen(  # noqa: S603  (commands built by this module)
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
         )
         self.port = port or 0

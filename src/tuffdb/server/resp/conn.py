@@ -20,9 +20,10 @@ memory; pub/sub subscribers that fall behind past the hard output limit are clos
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tuffdb import errors
 from tuffdb.server.resp import reply
@@ -30,7 +31,9 @@ from tuffdb.server.resp.parser import RequestParser
 from tuffdb.server.resp.table import TABLE, CommandError
 
 if TYPE_CHECKING:
+    from tuffdb.kv.store import KVStore
     from tuffdb.server.resp.server import RespServer
+    from tuffdb.server.resp.table import Spec
 
 log = logging.getLogger("tuffdb.resp")
 
@@ -46,8 +49,8 @@ class Conn(asyncio.Protocol):
 
     def __init__(self, srv: RespServer) -> None:
         self.srv = srv
-        self.store = srv.store
-        self.enc: Any = reply.Resp2
+        self.store: KVStore = srv.store
+        self.enc: type[reply.Resp2] = reply.Resp2
         self.parser = RequestParser(srv.max_bulk_len)
         self.id = 0
         self.name = b""
@@ -67,6 +70,7 @@ class Conn(asyncio.Protocol):
         self.wrote = False
         self.deferred: list[asyncio.Future[Any]] = []
         self.queue: list[list[bytes]] = []  # parsed commands not yet run
+        self.drained: asyncio.Future[None] | None = None  # set by stop() while waiting
         self.transport: asyncio.Transport | None = None
         self.addr = "?:0"
         self.laddr = "?:0"
@@ -75,7 +79,8 @@ class Conn(asyncio.Protocol):
 
     # -- asyncio.Protocol -----------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  (uvloop's is no subclass)
+        # uvloop's transport is not an asyncio.Transport subclass, but has its methods.
+        self.transport = t = cast("asyncio.Transport", transport)
         srv = self.srv
         srv.stats["connections"] += 1
         peer = transport.get_extra_info("peername") or ("?", 0)
@@ -84,15 +89,15 @@ class Conn(asyncio.Protocol):
         self.laddr = f"{sock[0]}:{sock[1]}"
         if len(srv.clients) >= srv.maxclients:
             srv.stats["rejected"] += 1
-            transport.write(reply.error("ERR max number of clients reached"))
+            t.write(reply.error("ERR max number of clients reached"))
             self.closing = True
-            transport.close()
+            t.close()
             return
         self.id = next(srv.next_id)
         srv.clients[self.id] = self
-        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        t.set_write_buffer_limits(high=WRITE_HIGH_WATER)
 
-    def connection_lost(self, exc: Exception | None) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:  # noqa: ARG002
         self.closing = True
         srv = self.srv
         srv.clients.pop(self.id, None)
@@ -167,6 +172,8 @@ class Conn(asyncio.Protocol):
 
     def _after_wait(self, fut: asyncio.Future[Any], out: list[bytes]) -> None:
         self.waiting = False
+        if self.drained is not None and not self.drained.done():
+            self.drained.set_result(None)
         exc = fut.exception() if not fut.cancelled() else None
         if exc is not None:
             # The batch's writes reached memory but not the disk: no command may be
@@ -210,12 +217,14 @@ class Conn(asyncio.Protocol):
 
     async def drain_and_close(self, deadline: float) -> None:
         """Shutdown: let an in-flight durable batch answer, then close (bounded)."""
-        while self.waiting and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        if self.waiting:
+            self.drained = asyncio.get_running_loop().create_future()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.drained, max(deadline - time.monotonic(), 0))
         self.close_now()
 
     # -- dispatch -------------------------------------------------------------------
-    def execute(self, args: list[bytes]) -> bytes:
+    def execute(self, args: list[bytes]) -> bytes:  # noqa: PLR0911
         name = args[0].lower()
         spec = TABLE.get(name)
         if spec is None:
@@ -240,7 +249,7 @@ class Conn(asyncio.Protocol):
             return reply.QUEUED
         return self.call(spec, args)
 
-    def call(self, spec: Any, args: list[bytes]) -> bytes:
+    def call(self, spec: Spec, args: list[bytes]) -> bytes:
         self.srv.stats["commands"] += 1
         if spec.write:
             self.wrote = True
@@ -299,7 +308,7 @@ def unknown_command(args: list[bytes]) -> str:
     return f"ERR unknown command '{name}', with args beginning with: {shown}"
 
 
-def error_line(exc: errors.Error) -> str:
+def error_line(exc: errors.Error) -> str:  # noqa: PLR0911  (the error table)
     """The one table mapping tuffdb's error tree to RESP error lines."""
     if isinstance(exc, errors.PoisonedError):
         return f"MISCONF {exc}"

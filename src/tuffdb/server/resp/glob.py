@@ -8,14 +8,17 @@ end of the pattern. We translate once per pattern and cache the result.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _SPECIAL = frozenset(b"*?[\\")
 
 
 @lru_cache(maxsize=1024)
-def compile_glob(pattern: bytes) -> Callable[[bytes], object]:
+def compile_glob(pattern: bytes) -> Callable[[bytes], object]:  # noqa: C901, PLR0912
     """Return a callable that is truthy when a key matches ``pattern``."""
     if pattern == b"*":
         return lambda _key: True

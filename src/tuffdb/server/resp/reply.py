@@ -8,7 +8,10 @@ for the socket; containers take already-encoded elements.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 OK = b"+OK\r\n"
 QUEUED = b"+QUEUED\r\n"

@@ -23,10 +23,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuffdb.server.resp.conn import Conn
 from tuffdb.server.resp.pubsub import Hub
 
 if TYPE_CHECKING:
-    from tuffdb.server.resp.conn import Conn
+    from tuffdb.kv.store import KVStore
 
 log = logging.getLogger("tuffdb.resp")
 
@@ -38,12 +39,13 @@ REDIS_COMPAT_VERSION = "7.0.0"  # the Redis behaviour we follow (HELLO/INFO "ver
 DEFAULT_OUTPUT_LIMITS = "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
 
 
-def open_store(config: Any, durability: str, interval_ms: int) -> Any:
-    from tuffdb.kv.store import KVStore  # imported late: the host may not need this face
+def open_store(config: Any, durability: str, interval_ms: int) -> KVStore:
+    # Imported late: the host imports every face module, and may not need this one.
+    from tuffdb.kv.store import KVStore  # noqa: PLC0415
 
     key = None
     if getattr(config, "encryption_key_file", None) is not None:
-        from tuffdb.server.config import encryption_key
+        from tuffdb.server.config import encryption_key  # noqa: PLC0415  (see above)
 
         key = encryption_key(config)
     return KVStore.open(Path(config.data_dir) / "kv", durability=durability,
@@ -65,7 +67,7 @@ class RespServer:
         self.host = str(getattr(config, "host", "127.0.0.1"))
         self.port = int(getattr(config, "resp_port", 6379))
         self.data_dir = Path(config.data_dir)
-        self.store = open_store(config, durability, interval_ms)
+        self.store: KVStore = open_store(config, durability, interval_ms)
         self.always = durability == "always"
         self.requirepass: str | None = getattr(config, "requirepass", None) or None
         self.maxclients = int(resp_extra.get("maxclients", getattr(config, "maxclients", 10000)))
@@ -73,7 +75,7 @@ class RespServer:
         self.timeout = int(resp_extra.get("timeout", 0))
         self.output_limits = str(resp_extra.get("client-output-buffer-limit",
                                                 DEFAULT_OUTPUT_LIMITS))
-        self.normal_hard_limit, self.pubsub_hard_limit = _hard_limits(self.output_limits)
+        self.normal_hard_limit, self.pubsub_hard_limit = hard_limits(self.output_limits)
         self.clients: dict[int, Conn] = {}
         self.next_id = itertools.count(1)
         self.hub = Hub()
@@ -93,7 +95,7 @@ class RespServer:
     # -- durability -----------------------------------------------------------------
     @property
     def appendfsync(self) -> str:
-        return TO_REDIS.get(self.store.durability, "everysec")
+        return TO_REDIS.get(str(self.store.durability), "everysec")
 
     def set_appendfsync(self, mode: str) -> None:
         engine = TO_ENGINE[mode]
@@ -133,8 +135,6 @@ class RespServer:
 
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
-        from tuffdb.server.resp.conn import Conn
-
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: Conn(self), self.host, self.port, reuse_address=True, backlog=511,
@@ -178,7 +178,7 @@ class RespServer:
         }
 
 
-def _hard_limits(spec: str) -> tuple[int, int]:
+def hard_limits(spec: str) -> tuple[int, int]:
     parts = spec.split()
     normal = pubsub = 0
     for i in range(0, len(parts) - 3, 4):

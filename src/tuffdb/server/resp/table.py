@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tuffdb.server.resp.reply import EMPTY_ARRAY, Resp2, array, bulk, integer, simple
 
 if TYPE_CHECKING:
     from tuffdb.server.resp.conn import Conn
@@ -52,7 +54,7 @@ class Spec:
 TABLE: dict[bytes, Spec] = {}
 
 
-def command(
+def command(  # noqa: PLR0913  (the metadata COMMAND reports, one keyword each)
     name: str,
     arity: int,
     flags: str = "",
@@ -79,10 +81,8 @@ def arity_ok(spec: Spec, argc: int) -> bool:
     return argc == a if a > 0 else argc >= -a
 
 
-def command_info(spec: Spec, enc: Any) -> bytes:
+def command_info(spec: Spec, enc: type[Resp2]) -> bytes:
     """One ``COMMAND`` / ``COMMAND INFO`` entry (Redis 7 shape, without key specs)."""
-    from tuffdb.server.resp.reply import EMPTY_ARRAY, array, bulk, integer, simple
-
     return array([
         bulk(spec.name.encode()),
         integer(spec.arity),
@@ -97,9 +97,7 @@ def command_info(spec: Spec, enc: Any) -> bytes:
     ])
 
 
-def command_docs(spec: Spec, enc: Any) -> bytes:
-    from tuffdb.server.resp.reply import bulk
-
+def command_docs(spec: Spec, enc: type[Resp2]) -> bytes:
     return enc.map([
         (bulk(b"summary"), bulk(spec.summary.encode())),
         (bulk(b"since"), bulk(spec.since.encode())),

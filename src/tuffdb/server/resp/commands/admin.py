@@ -1,5 +1,8 @@
 """Server commands: INFO CONFIG COMMAND TIME DBSIZE FLUSHDB FLUSHALL SAVE BGSAVE LASTSAVE WAIT."""
 
+# Every handler takes (conn, args), used or not: one signature for the command table.
+# ruff: noqa: ARG001
+
 from __future__ import annotations
 
 import asyncio
@@ -7,11 +10,13 @@ import os
 import platform
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.common import to_int
 from tuffdb.server.resp.glob import compile_glob
+from tuffdb.server.resp.server import REDIS_COMPAT_VERSION, TO_ENGINE, hard_limits
 from tuffdb.server.resp.table import TABLE, CommandError, command, command_docs, command_info
 
 if TYPE_CHECKING:
@@ -31,9 +36,7 @@ def _flush(c: Conn, a: list[bytes]) -> bytes:
         raise CommandError("ERR syntax error")
     store = c.store
     c.srv.touch_existing()
-    batch: list[bytes] = []
-    for key in store:
-        batch.append(key)
+    batch: list[bytes] = list(store)
     for i in range(0, len(batch), 4096):
         store.delete_many(batch[i : i + 4096], sync=False)
     return reply.OK
@@ -119,9 +122,7 @@ def _config_values(srv: RespServer) -> dict[str, str]:
     }
 
 
-def _config_set(srv: RespServer, name: str, value: str) -> None:
-    from tuffdb.server.resp.server import TO_ENGINE, _hard_limits
-
+def _config_set(srv: RespServer, name: str, value: str) -> None:  # noqa: C901  (a dispatch)
     if name == "appendfsync":
         if value not in TO_ENGINE:
             raise ValueError("argument(s) must be one of the following: always, everysec, no")
@@ -140,7 +141,7 @@ def _config_set(srv: RespServer, name: str, value: str) -> None:
     elif name == "timeout":
         srv.timeout = max(int(value), 0)
     elif name == "client-output-buffer-limit":
-        srv.normal_hard_limit, srv.pubsub_hard_limit = _hard_limits(value)
+        srv.normal_hard_limit, srv.pubsub_hard_limit = hard_limits(value)
         srv.output_limits = value
     elif name in _config_values(srv):
         raise ValueError("can't set immutable config")
@@ -149,7 +150,7 @@ def _config_set(srv: RespServer, name: str, value: str) -> None:
 
 
 @command("config", -2, "admin noscript loading stale", group="server", since="2.0.0")
-def config(c: Conn, a: list[bytes]) -> bytes:
+def config(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901  (one branch per subcommand)
     """CONFIG GET pattern... | SET name value... | RESETSTAT | REWRITE."""
     sub = a[1].lower()
     srv = c.srv
@@ -197,7 +198,7 @@ def command_(c: Conn, a: list[bytes]) -> bytes:
     if sub == b"count":
         return reply.integer(len(TABLE))
     if sub == b"list":
-        return c.enc.bulks([name for name in TABLE])
+        return c.enc.bulks(list(TABLE))
     if sub == b"info":
         names = a[2:] or list(TABLE)
         specs = [TABLE.get(n.lower()) for n in names]
@@ -213,15 +214,13 @@ def command_(c: Conn, a: list[bytes]) -> bytes:
 # -- INFO -------------------------------------------------------------------------------
 def _rss() -> int:
     try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        statm = Path("/proc/self/statm").read_bytes()
+        return int(statm.split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
 
 
 def _sections(c: Conn) -> dict[str, list[tuple[str, object]]]:
-    from tuffdb.server.resp.server import REDIS_COMPAT_VERSION
-
     srv = c.srv
     now = time.time()
     up = int(now - srv.started)
@@ -229,8 +228,8 @@ def _sections(c: Conn) -> dict[str, list[tuple[str, object]]]:
     blocked = sum(1 for x in srv.clients.values() if x.waiting)
     sections: dict[str, list[tuple[str, object]]] = {
         "server": [("redis_version", REDIS_COMPAT_VERSION), ("tuffdb_face", "resp"),
-                   ("redis_mode", "standalone"), ("os", f"{platform.system()} "
-                   f"{platform.release()} {platform.machine()}"),
+                   ("redis_mode", "standalone"),
+                   ("os", f"{platform.system()} {platform.release()} {platform.machine()}"),
                    ("arch_bits", 64), ("multiplexing_api", "asyncio"),
                    ("python_version", platform.python_version()),
                    ("process_id", os.getpid()), ("run_id", srv.run_id),

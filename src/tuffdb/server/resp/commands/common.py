@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tuffdb.errors import NotFoundError
 from tuffdb.server.resp.table import NOT_FLOAT, NOT_INTEGER, CommandError
+
+if TYPE_CHECKING:
+    from tuffdb.kv.store import KVStore
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -25,18 +29,18 @@ def to_int(raw: bytes, message: str = NOT_INTEGER) -> int:
 
 def to_float(raw: bytes) -> float:
     """Parse like ``strtold``-based ``getLongDoubleFromObject`` (no spaces, no NaN)."""
+    if not raw or raw[:1].isspace() or raw[-1:].isspace() or b"_" in raw:
+        raise CommandError(NOT_FLOAT)
     try:
-        if not raw or raw[:1].isspace() or raw[-1:].isspace():
-            raise ValueError
         x = float(raw)
     except ValueError:
         raise CommandError(NOT_FLOAT) from None
-    if x != x:
+    if math.isnan(x):
         raise CommandError(NOT_FLOAT)
     return x
 
 
-def remaining_ttl(store: Any, key: bytes) -> float | None:
+def remaining_ttl(store: KVStore, key: bytes) -> float | None:
     """Seconds left on ``key``'s TTL, None for none or an absent key."""
     try:
         return store.ttl(key)
@@ -44,7 +48,7 @@ def remaining_ttl(store: Any, key: bytes) -> float | None:
         return None
 
 
-def put_keep_ttl(store: Any, key: bytes, raw: bytes, existed: bool) -> None:
+def put_keep_ttl(store: KVStore, key: bytes, raw: bytes, existed: bool) -> None:
     """Overwrite ``key`` keeping its TTL (APPEND, INCR, HSET... do not clear it)."""
     ttl = remaining_ttl(store, key) if existed else None
     if ttl is not None and ttl <= 0:

@@ -1,5 +1,8 @@
 """Connection commands: PING ECHO AUTH HELLO SELECT QUIT RESET CLIENT."""
 
+# Every handler takes (conn, args), used or not: one signature for the command table.
+# ruff: noqa: ARG001
+
 from __future__ import annotations
 
 import hmac
@@ -8,6 +11,8 @@ from typing import TYPE_CHECKING
 
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.common import to_int
+from tuffdb.server.resp.reply import ENCODERS, Resp2
+from tuffdb.server.resp.server import REDIS_COMPAT_VERSION
 from tuffdb.server.resp.table import SYNTAX, CommandError, command
 
 if TYPE_CHECKING:
@@ -62,8 +67,6 @@ def auth(c: Conn, a: list[bytes]) -> bytes:
          since="6.0.0")
 def hello(c: Conn, a: list[bytes]) -> bytes:
     """Switch protocol (2 or 3), optionally AUTH and SETNAME; reply server facts."""
-    from tuffdb.server.resp.reply import ENCODERS
-
     proto = c.enc.proto
     if len(a) > 1:
         try:
@@ -85,7 +88,8 @@ def hello(c: Conn, a: list[bytes]) -> bytes:
             name = a[i + 1]
             i += 2
         else:
-            raise CommandError(f"ERR Syntax error in HELLO option '{a[i].decode('utf-8', 'replace')}'")
+            opt_text = a[i].decode("utf-8", "replace")
+            raise CommandError(f"ERR Syntax error in HELLO option '{opt_text}'")
     if not c.authed:
         raise CommandError(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise "
@@ -95,8 +99,6 @@ def hello(c: Conn, a: list[bytes]) -> bytes:
         _check_name(name)
         c.name = name
     c.enc = ENCODERS[proto]
-    from tuffdb.server.resp.server import REDIS_COMPAT_VERSION
-
     return c.enc.map([
         (reply.bulk(b"server"), reply.bulk(b"tuffdb")),
         (reply.bulk(b"version"), reply.bulk(REDIS_COMPAT_VERSION.encode())),
@@ -127,8 +129,6 @@ def quit_(c: Conn, a: list[bytes]) -> bytes:
          since="6.2.0")
 def reset(c: Conn, a: list[bytes]) -> bytes:
     """Back to a fresh connection: no MULTI, WATCH, subscriptions, name; RESP2."""
-    from tuffdb.server.resp.reply import Resp2
-
     c.multi = None
     c.multi_error = False
     c.unwatch()
@@ -162,7 +162,7 @@ def client_line(c: Conn) -> bytes:
 
 
 @command("client", -2, "noscript loading stale", group="connection", since="2.4.0")
-def client(c: Conn, a: list[bytes]) -> bytes:
+def client(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0911  (one branch per subcommand)
     """CLIENT ID | SETNAME | GETNAME | INFO | LIST | SETINFO | HELP."""
     sub = a[1].lower()
     if sub == b"id" and len(a) == 2:

@@ -1,5 +1,8 @@
 """Generic key commands: DEL, EXISTS, expiry, TYPE, RENAME, SCAN, KEYS, RANDOMKEY."""
 
+# Every handler takes (conn, args), used or not: one signature for the command table.
+# ruff: noqa: ARG001
+
 from __future__ import annotations
 
 import itertools
@@ -53,7 +56,8 @@ def type_(c: Conn, a: list[bytes]) -> bytes:
 
 
 # -- expiry -----------------------------------------------------------------------------
-def _expire(c: Conn, a: list[bytes], unit_ms: int, absolute: bool, cmd: str) -> bytes:
+def _expire(  # noqa: C901, PLR0912  (Redis option parsing)
+        c: Conn, a: list[bytes], unit_ms: int, absolute: bool, cmd: str) -> bytes:
     n = to_int(a[2])
     nx = xx = gt = lt = False
     for opt in a[3:]:
@@ -206,11 +210,9 @@ def scan(c: Conn, a: list[bytes]) -> bytes:
     match = compile_glob(pattern) if pattern else None
     keys: list[bytes] = []
     last_seen: bytes | None = None
-    examined = 0
     it = scan_keys(c, pattern, start)
-    for key, raw in it:
+    for examined, (key, raw) in enumerate(it, 1):
         last_seen = key
-        examined += 1
         if (match is None or match(key)) and (want_type is None or type_name(raw) == want_type):
             keys.append(key)
         if examined >= count:
