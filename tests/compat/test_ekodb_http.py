@@ -277,6 +277,8 @@ def test_bad_input_gets_clear_4xx_and_writes_nothing(client: Client) -> None:
         client.json("POST", f"/api/find/{c}", {"limit": -1}),
         client.json("PUT", f"/api/batch/update/{c}", {"updates": [{"id": 5}]}),
         client.json("PUT", f"/api/update/sequence/{c}/x", [["explode"]]),
+        client.http.post(f"/api/insert/{c}", content=b'{"a":' + b"[" * 5000 + b"]" * 5000 + b"}",
+                         headers=client.auth),
     ]
     for r in cases:
         assert r.status_code == 400, r.text

@@ -161,6 +161,10 @@ class App:
             resp = error_response(status_of(exc), str(exc).strip("'\""))
             resp.headers.extend(headers)
             return resp
+        except RecursionError:
+            resp = error_response(400, "bad request: nested too deeply")
+            resp.headers.extend(headers)
+            return resp
         except (TypeError, ValueError, KeyError, re.error) as exc:
             resp = error_response(400, f"bad request: {exc}")
             resp.headers.extend(headers)

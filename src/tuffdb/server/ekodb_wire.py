@@ -45,6 +45,8 @@ def decode_body(body: bytes, content_type: str, *, empty: Any = None) -> Any:
         if is_msgpack(content_type):
             return _MSGPACK.decode(body)
         return _JSON.decode(body)
+    except RecursionError:
+        raise ProtocolError("body nested too deeply") from None
     except (msgspec.DecodeError, ValueError) as exc:
         kind = "MessagePack" if is_msgpack(content_type) else "JSON"
         raise ProtocolError(f"malformed {kind} body: {exc}") from None
