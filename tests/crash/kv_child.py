@@ -44,6 +44,7 @@ def main() -> None:
     ap.add_argument("--failpoint", default=None)
     ap.add_argument("--failpoint-after", type=int, default=0)
     ap.add_argument("--compact-every", type=int, default=0)
+    ap.add_argument("--sync-writes", action="store_true", help="pass sync=True to every write")
     args = ap.parse_args()
     options = json.loads(args.options)
     store = KVStore.open(args.path, **options)
@@ -56,12 +57,13 @@ def main() -> None:
         i = 0
         while args.count is None or i < args.count:
             effect = op(args.round, t, i, args.max_value)
+            sync = True if args.sync_writes else None
             if len(effect) > 1:
-                store.put_many([(k, v) for k, v in effect])
+                store.put_many([(k, v) for k, v in effect], sync=sync)
             elif effect[0][1] is None:
-                store.delete(effect[0][0])
+                store.delete(effect[0][0], sync=sync)
             else:
-                store.put(*effect[0])
+                store.put(*effect[0], sync=sync)
             say(f"ack {t} {i}")
             with lock:
                 acks += 1

@@ -151,14 +151,15 @@ def _verify_round(
         )
 
 
-def _run_rounds(tmp_path: Path, options: dict[str, Any], seed: int, rounds: int, mode: str) -> None:
+def _run_rounds(tmp_path: Path, options: dict[str, Any], seed: int, rounds: int, mode: str,
+                *extra: str) -> None:
     rng = random.Random(seed)
     path = tmp_path / "kv"
     seen: dict[int, dict[bytes, bytes]] = {}  # what each earlier round recovered to
     for round_ in range(rounds):
         ctx = f"seed={seed} round={round_}"
         if mode == "random-kill":
-            child = Child(path, round_, options)
+            child = Child(path, round_, options, *extra)
             child.expect("ready")
             target = rng.choice((0, 1, rng.randrange(2, 60), rng.randrange(60, 400)))
             while child.acks < target:
@@ -176,7 +177,8 @@ def _run_rounds(tmp_path: Path, options: dict[str, Any], seed: int, rounds: int,
         child.close()
         data = _recovered(path, options)
         exact = mode == "quiesce"
-        prefix = mode == "random-kill" and options["durability"] != "always"
+        prefix = (mode == "random-kill" and options["durability"] != "always"
+                  and "--sync-writes" not in extra)
         _verify_round(data, round_, child.last_ack, exact=exact, prefix=prefix)
         seen[round_] = {k: v for k, v in data.items() if k.startswith(namespace(round_))}
         for earlier, expected in seen.items():
@@ -188,6 +190,12 @@ def _run_rounds(tmp_path: Path, options: dict[str, Any], seed: int, rounds: int,
 def test_always_every_acknowledged_write_survives_sigkill(tmp_path: Path, seed: int) -> None:
     options = {"durability": "always", "hot_bytes": HOT_BYTES}
     _run_rounds(tmp_path, options, seed, rounds=5, mode="random-kill")
+
+
+def test_always_acknowledged_writes_survive_sigkill_during_compaction(tmp_path: Path) -> None:
+    """The child compacts every 30 acks, so kills land in merges and hint writes too."""
+    options = {"durability": "always", "hot_bytes": HOT_BYTES}
+    _run_rounds(tmp_path, options, 8, 4, "random-kill", "--compact-every", "30")
 
 
 def test_interval_nothing_is_lost_after_the_interval_has_passed(tmp_path: Path) -> None:
@@ -210,6 +218,13 @@ def test_kill_mid_write_recovers_a_prefix_of_each_writer(tmp_path: Path, durabil
 def test_none_writes_acknowledged_before_sync_survive(tmp_path: Path) -> None:
     options = {"durability": "none", "hot_bytes": HOT_BYTES}
     _run_rounds(tmp_path, options, seed=6, rounds=3, mode="quiesce")
+
+
+@pytest.mark.parametrize("durability", ["none", "interval"])
+def test_sync_true_writes_survive_sigkill_in_every_mode(tmp_path: Path, durability: str) -> None:
+    """put(..., sync=True) "returns once it is fsynced" whatever the store's mode."""
+    options = {"durability": durability, "interval_ms": 1000, "hot_bytes": HOT_BYTES}
+    _run_rounds(tmp_path, options, 7, 3, "random-kill", "--sync-writes")
 
 
 # -- failpoints: exit at an ordering-critical step ---------------------------------------

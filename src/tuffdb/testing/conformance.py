@@ -572,6 +572,18 @@ class KVStoreConformance(abc.ABC):
         store.sync()
         assert future.result(timeout=30) is None
 
+    def test_set_durability_changes_the_mode_live(self, store: Any) -> None:
+        original = store.durability
+        for mode in ("always", "none", "interval", original):
+            store.set_durability(mode)
+            assert store.durability == mode
+            store.put(f"written-in-{mode}".encode(), mode.encode())
+        assert store.get(b"written-in-none") == b"none"
+        store = self.reopen(store)
+        for mode in ("always", "none", "interval"):
+            assert store.get(f"written-in-{mode}".encode()) == mode.encode()
+        assert store.durability == original
+
     def test_compact_keeps_every_live_value(self, store: Any) -> None:
         model = KVModel()
         rng = random.Random(4)
@@ -641,3 +653,70 @@ class KVStoreConformance(abc.ABC):
         assert dict(store.scan()) == expected
         store = self.reopen(store)
         assert dict(store.scan()) == expected
+
+    def test_reads_never_go_back_in_time_while_data_moves_between_tiers(self, store: Any) -> None:
+        """Readers racing a writer, spills and compaction see each key's versions in order,
+        never a missing key, and a writer always reads its own last write (tamnd/kv's stale
+        read-cache race, kv-design.md §4)."""
+        keys = [f"key-{i:02d}".encode() for i in range(30)]
+        last = 12
+        pad = b"." * 300
+        store.put_many((k, b"0|" + pad) for k in keys)
+        errors: list[str] = []
+        done = threading.Event()
+
+        def version(value: bytes | None) -> int:
+            assert value is not None
+            return int(value.split(b"|", 1)[0])
+
+        def writer() -> None:
+            try:
+                for v in range(1, last + 1):
+                    for k in keys:
+                        store.put(k, b"%d|" % v + pad)
+                        if version(store.get(k)) != v:
+                            errors.append(f"writer did not read its own write of {k!r} v{v}")
+                    if v % 4 == 0:
+                        store.compact()
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(f"writer: {exc!r}")
+            finally:
+                done.set()
+
+        def reader(seed: int) -> None:
+            rng = random.Random(seed)
+            seen = dict.fromkeys(keys, 0)
+            try:
+                while not done.is_set():
+                    k = rng.choice(keys)
+                    value = store.get(k)
+                    if value is None:
+                        errors.append(f"{k!r} went missing")
+                        return
+                    if version(value) < seen[k]:
+                        errors.append(f"{k!r} went back from v{seen[k]} to v{version(value)}")
+                        return
+                    seen[k] = version(value)
+                    time.sleep(0)  # let the writer run: a reader must not starve it
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(f"reader: {exc!r}")
+
+        def scanner() -> None:
+            try:
+                while not done.is_set():
+                    got = list(store.scan(prefix=b"key-"))
+                    if [k for k, _ in got] != keys:
+                        errors.append(f"scan saw {len(got)} of {len(keys)} keys")
+                        return
+                    time.sleep(0)
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(f"scan: {exc!r}")
+
+        threads = [threading.Thread(target=writer), threading.Thread(target=scanner),
+                   *(threading.Thread(target=reader, args=(s,)) for s in range(2))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert all(version(v) == last for v in store.get_many(keys))
