@@ -124,3 +124,24 @@ def test_inline_commands_work_like_redis_cli_telnet(server: ServerProcess) -> No
         while chunk := s.recv(65536):
             got += chunk
     assert got == b"+OK\r\n$11\r\nhello world\r\n+OK\r\n"
+
+
+def test_subscriber_that_stops_reading_is_dropped_at_the_pubsub_limit(
+        server: ServerProcess) -> None:
+    c = redis.Redis(port=server.port)
+    old = c.config_get("client-output-buffer-limit")["client-output-buffer-limit"]
+    c.config_set("client-output-buffer-limit", "pubsub 262144 0 0")
+    try:
+        sub = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        sub.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sub.sendall(b"SUBSCRIBE firehose\r\n")
+        assert sub.recv(100).startswith(b"*3\r\n$9\r\nsubscribe")
+        payload = b"m" * 65536
+        receivers = [c.publish("firehose", payload) for _ in range(400)]  # 26 MB
+        assert receivers[0] == 1
+        assert receivers[-1] == 0  # dropped long before the end
+        assert c.pubsub_numsub("firehose") == [(b"firehose", 0)]
+        sub.close()
+    finally:
+        c.config_set("client-output-buffer-limit", old)
+        c.close()

@@ -111,3 +111,16 @@ def test_sigkill_under_everysec_loses_nothing_older_than_one_second(tmp_path: Pa
         assert check(restarted.port, writers, must_have=killed_at - 1.0) > 0
     finally:
         restarted.stop()
+
+
+def test_config_set_appendfsync_always_takes_effect_live(tmp_path: Path) -> None:
+    proc = start_tuffdb(tmp_path, appendfsync="no")
+    admin = redis.Redis(port=proc.port)
+    assert admin.config_set("appendfsync", "always")
+    admin.close()
+    writers, killed_at = run_and_kill(proc, 0.0)
+    restarted = start_tuffdb(tmp_path, appendfsync="always")
+    try:
+        assert check(restarted.port, writers, must_have=killed_at) >= ACKED_BEFORE_KILL
+    finally:
+        restarted.stop()

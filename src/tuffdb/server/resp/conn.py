@@ -272,17 +272,22 @@ class Conn(asyncio.Protocol):
         """Hold this batch's replies until ``fut`` is done (e.g. SAVE)."""
         self.deferred.append(fut)
 
-    def push(self, data: bytes) -> None:
-        """Send a pub/sub message now; drop a subscriber past the hard output limit."""
+    def push(self, data: bytes) -> bool:
+        """Send a pub/sub message now; drop a subscriber past the hard output limit.
+
+        Returns whether the message was handed to the socket.
+        """
         t = self.transport
         if t is None or t.is_closing():
-            return
+            return False
         limit = self.srv.pubsub_hard_limit
         if limit and t.get_write_buffer_size() + len(data) > limit:
             log.warning("closing client %d: pubsub output buffer over %d bytes", self.id, limit)
+            self.srv.hub.drop(self)
             self.close_now()
-            return
+            return False
         t.write(data)
+        return True
 
     def unwatch(self) -> None:
         watchers = self.srv.watchers

@@ -59,16 +59,14 @@ class Hub:
         if conns:
             body = _MESSAGE + bulk(channel) + bulk(message)
             for c in list(conns):
-                c.push((b">3\r\n" if c.enc.proto == 3 else b"*3\r\n") + body)
-                n += 1
+                n += c.push((b">3\r\n" if c.enc.proto == 3 else b"*3\r\n") + body)
         if self.patterns:
             tail = bulk(channel) + bulk(message)
             for pattern, pconns in list(self.patterns.items()):
                 if compile_glob(pattern)(channel):
                     body = _PMESSAGE + bulk(pattern) + tail
                     for c in list(pconns):
-                        c.push((b">4\r\n" if c.enc.proto == 3 else b"*4\r\n") + body)
-                        n += 1
+                        n += c.push((b">4\r\n" if c.enc.proto == 3 else b"*4\r\n") + body)
         return n
 
 
