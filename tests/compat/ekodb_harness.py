@@ -6,6 +6,7 @@ stderr once it accepts connections; the harness waits for that line (no sleeps).
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -24,11 +25,12 @@ class EkoServer:
     def __init__(self, data_dir: Path, **settings: Any) -> None:
         self.data_dir = data_dir
         args = [sys.executable, "-m", "tuffdb.server.ekodb_http", "--port", "0",
-                "--data-dir", str(data_dir)]  # fmt: skip
+                "--data-dir", str(data_dir)]
         for k, v in settings.items():
             args += ["--http-setting", f"{k}={msgspec.json.encode(v).decode()}"]
         self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True,  # noqa: S603
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        atexit.register(self.__exit__)
         self.lines: list[str] = []
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
@@ -59,6 +61,14 @@ class EkoServer:
     def kill(self) -> None:
         self.proc.kill()
         self.proc.wait(30)
+
+    def __enter__(self) -> EkoServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Never leave a server behind, even when the test failed half-way."""
+        if self.proc.poll() is None:
+            self.kill()
 
 
 class Client:

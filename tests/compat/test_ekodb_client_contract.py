@@ -32,9 +32,9 @@ def arm64() -> tuple[Path, Path, Path]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EkoServer]:
-    s = EkoServer(tmp_path_factory.mktemp("ekodb-contract"))
-    yield s
-    assert s.stop() == 0
+    with EkoServer(tmp_path_factory.mktemp("ekodb-contract")) as s:
+        yield s
+        assert s.stop() == 0
 
 
 @pytest.mark.parametrize("mode", ["msgpack", "json"])

@@ -26,9 +26,9 @@ MODES = ["json", "msgpack"]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EkoServer]:
-    s = EkoServer(tmp_path_factory.mktemp("ekodb"))
-    yield s
-    assert s.stop() == 0, "".join(s.lines)
+    with EkoServer(tmp_path_factory.mktemp("ekodb")) as s:
+        yield s
+        assert s.stop() == 0, "".join(s.lines)
 
 
 @pytest.fixture

@@ -11,14 +11,23 @@ from ekodb_harness import EkoServer  # noqa: E402
 
 
 def test_restart_keeps_records_keys_and_settings_and_makes_no_new_admin(tmp_path: Path) -> None:
-    s = EkoServer(tmp_path)
+    with EkoServer(tmp_path) as s:
+        rid = _first_life(s)
+    with EkoServer(tmp_path) as again:
+        _second_life(again, rid)
+
+
+def _first_life(s: EkoServer) -> str:
     c = s.client()
     rid = c.json("POST", "/api/insert/keep", {"a": 1}).json()["id"]
     c.json("POST", "/api/collections/schemed", {"fields": {"n": {"field_type": "Integer", "index": {"type": "btree"}}}})
     c.json("PUT", "/api/config", {"encrypt_ids": False})
     c.close()
     assert s.stop() == 0
-    again = EkoServer(tmp_path)
+    return rid
+
+
+def _second_life(again: EkoServer, rid: str) -> None:
     assert not any("admin API key" in line for line in again.lines)
     c = again.client()  # the same admin key still works
     assert c.json("GET", f"/api/find/keep/{rid}").json()["a"]["value"] == 1
@@ -31,7 +40,11 @@ def test_restart_keeps_records_keys_and_settings_and_makes_no_new_admin(tmp_path
 
 
 def test_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> None:
-    s = EkoServer(tmp_path, rate_limit_per_minute=5)
+    with EkoServer(tmp_path, rate_limit_per_minute=5) as s:
+        _rate_limited(s)
+
+
+def _rate_limited(s: EkoServer) -> None:
     c = s.client()  # counted per API key; a window lasts 60 s from its first request
     statuses = [c.json("POST", "/api/find/x", {}) for _ in range(7)]
     ok, limited = statuses[:5], statuses[5:]
@@ -45,7 +58,11 @@ def test_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> None:
 
 
 def test_ttl_records_and_kv_entries_expire(tmp_path: Path) -> None:
-    s = EkoServer(tmp_path)
+    with EkoServer(tmp_path) as s:
+        _expire(s)
+
+
+def _expire(s: EkoServer) -> None:
     c = s.client()
     rid = c.json("POST", "/api/insert/ephemeral", {"a": 1, "ttl": 1}).json()["id"]
     keep = c.json("POST", "/api/insert/ephemeral", {"a": 2, "ttl": "1h", "ttl_update_on_access": True}).json()["id"]
