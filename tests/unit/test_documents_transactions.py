@@ -132,3 +132,49 @@ def test_context_manager_commits_or_rolls_back(db: Database) -> None:
         tx.insert("c", {"id": "no"})
         raise RuntimeError
     assert [r["id"] for r in db.collection("c").find()] == ["ok"]
+
+
+def test_concurrent_transfers_keep_the_total(db: Database) -> None:
+    """Four threads move money between five accounts with retry-on-conflict; no update is
+    lost and no transfer is applied twice, so the total is unchanged and the ledger of
+    committed transfers explains every balance."""
+    import random
+    import threading
+
+    c = db.collection("bank")
+    for i in range(5):
+        c.insert({"id": f"a{i}", "bal": 100})
+    committed: list[tuple[str, str, int]] = []
+    lock = threading.Lock()
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(40):
+            src, dst = rng.sample([f"a{i}" for i in range(5)], 2)
+            amount = rng.randint(1, 10)
+            while True:
+                tx = db.transaction("RepeatableRead")
+                try:
+                    a, b = tx.get("bank", src), tx.get("bank", dst)
+                    assert a is not None and b is not None
+                    tx.update("bank", src, {"bal": a["bal"] - amount})
+                    tx.update("bank", dst, {"bal": b["bal"] + amount})
+                    tx.commit()
+                except ConflictError:
+                    continue
+                with lock:
+                    committed.append((src, dst, amount))
+                break
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    balances = {r["id"]: r["bal"] for r in c.find()}
+    assert sum(balances.values()) == 500 and len(committed) == 160
+    expected = {f"a{i}": 100 for i in range(5)}
+    for src, dst, amount in committed:
+        expected[src] -= amount
+        expected[dst] += amount
+    assert balances == expected
