@@ -306,3 +306,23 @@ def test_trash_restore_record_and_collection(client: Client) -> None:
     assert client.json("POST", f"/api/trash/trashy/{ids[0]}").status_code == 404
     assert client.json("POST", "/api/trash/trashy").json()["cleared_count"] == 2
     assert len(client.json("POST", "/api/find/trashy", {}).json()) == 3
+
+
+def test_remaining_endpoints_rollback_kv_delete_find_alias_access_mode(client: Client) -> None:
+    rid = client.json("POST", "/api/insert/misc", {"a": 1}).json()["id"]
+    assert client.json("POST", f"/api/find/misc/{rid}").json()["id"] == rid  # POST alias
+    t = client.json("POST", "/api/transactions", {"timeout_seconds": 30}).json()["transaction_id"]
+    client.json("DELETE", f"/api/delete/misc/{rid}?transaction_id={t}")
+    assert client.json("POST", f"/api/transactions/{t}/rollback").status_code == 200
+    assert client.json("GET", f"/api/transactions/{t}").json()["state"] == "RolledBack"
+    assert client.json("GET", f"/api/find/misc/{rid}").status_code == 200
+    client.json("POST", "/api/kv/set/one", {"value": 1})
+    assert client.json("DELETE", "/api/kv/delete/one").json()["deleted"] is True
+    assert client.json("GET", "/api/kv/get/one").status_code == 404
+    assert client.json("PUT", "/api/config", {"access_mode": "read"}).status_code == 200
+    try:
+        assert client.json("POST", "/api/insert/misc", {"a": 2}).status_code == 403
+        assert client.json("POST", "/api/find/misc", {}).status_code == 200
+    finally:
+        client.json("PUT", "/api/config", {"access_mode": "read_write"})
+    assert client.json("POST", "/api/insert/misc", {"a": 2}).status_code == 200
