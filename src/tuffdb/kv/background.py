@@ -17,7 +17,7 @@ from tuffdb.errors import ClosedError
 from tuffdb.kv import merge
 from tuffdb.kv.cold import write_segment
 from tuffdb.kv.hot_tier import TOMBSTONE, HotSegment
-from tuffdb.storage.files import remove_durably
+from tuffdb.storage.files import remove_quietly
 
 if TYPE_CHECKING:
     from tuffdb.kv.store import KVStore
@@ -107,7 +107,7 @@ def spill(store: KVStore, seg: HotSegment) -> None:
             store._space_cv.notify_all()
         account_dead(store, olds)
     if doomed:
-        remove_durably([seg.wal_path])  # type: ignore[list-item]
+        remove_quietly([seg.wal_path])  # type: ignore[list-item]
     if seg.wal_path is None and seg.pending is None:  # never logged: count its writes here
         metrics.KV_PUTS.inc(len(keys))
     metrics.KV_SPILLS.inc()

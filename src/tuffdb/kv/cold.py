@@ -165,13 +165,29 @@ def write_segment(
         fsync_fd(fd)
     finally:
         os.close(fd)
-    write_hint(directory, seg_id, entries, codec)
+    hint = hint_path(directory, seg_id)
+    _write_synced(hint.with_name(hint.name + ".tmp"), hint_bytes(seg_id, entries, codec))
+    os.replace(hint.with_name(hint.name + ".tmp"), hint)
     os.replace(tmp, path)
-    fsync_dir(directory)
+    fsync_dir(directory)  # one directory fsync makes both renames durable
     return ColdSegment.open(path, codec), entries
 
 
+def _write_synced(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_all(fd, data)
+        fsync_fd(fd)
+    finally:
+        os.close(fd)
+
+
 def write_hint(directory: Path, seg_id: int, e: Entries, codec: Codec) -> None:
+    """Write (or rewrite) a hint file atomically and durably."""
+    write_file_durably(hint_path(directory, seg_id), hint_bytes(seg_id, e, codec))
+
+
+def hint_bytes(seg_id: int, e: Entries, codec: Codec) -> bytes:
     n = len(e.keys)
     ttl_rows = np.array(sorted(e.ttl.items()), dtype=np.uint64).reshape(-1, 2)
     body = b"".join([
@@ -186,10 +202,7 @@ def write_hint(directory: Path, seg_id: int, e: Entries, codec: Codec) -> None:
     ])
     flags, data = codec.encode(body)
     head = SegmentHeader(FileKind.KV_HINT, 0, seg_id, int(time.time() * 1000), codec.key_id)
-    write_file_durably(
-        directory / segment_name(seg_id, HINT_SUFFIX),
-        head.pack() + frame_header(Kind.KV_HINT, data, flags | Flag.COMMIT) + data,
-    )
+    return head.pack() + frame_header(Kind.KV_HINT, data, flags | Flag.COMMIT) + data
 
 
 def load_hint(path: Path, seg_id: int, codec: Codec) -> Entries:

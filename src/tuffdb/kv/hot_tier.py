@@ -1,7 +1,7 @@
 """Hot tier: in-memory append segments with their own index (FASTER's mutable region).
 
 A put lands in the *active* segment: its index (``key -> value`` or ``TOMBSTONE``) and,
-when a log is kept, its ``pending`` list of framed records for the next group commit.
+when a log is kept, its ``pending`` list of records for the next group commit.
 A full segment is *sealed* (immutable from then on) and queued for the spiller, which
 writes it to a cold segment; only then is it dropped from the read chain. Reads check
 the active segment, then sealed ones newest first, then the cold tier.
@@ -27,14 +27,18 @@ RECORD_OVERHEAD_BYTES = 64
 
 
 class HotSegment:
-    __slots__ = ("bytes", "expiry", "id", "index", "pending", "sealed", "spilled", "wal",
-                 "wal_path")
+    __slots__ = ("bytes", "expiry", "id", "index", "mixed", "pending", "sealed", "spilled",
+                 "wal", "wal_path")
 
     def __init__(self, seg_id: int, *, logged: bool) -> None:
         self.id = seg_id
         self.index: dict[bytes, object] = {}
         self.expiry: dict[bytes, int] = {}  # key -> expiry ms, for this segment's versions
-        self.pending: list[bytes] | None = [] if logged else None
+        # Pending log records as flat (key, value) pairs: value is bytes for a plain put,
+        # None for a delete, (value, expiry_ms) for a put with TTL; ``mixed`` is set once
+        # any pair is not a plain put.
+        self.pending: list[object] | None = [] if logged else None
+        self.mixed = False
         self.bytes = 0
         self.sealed = False
         self.spilled = False

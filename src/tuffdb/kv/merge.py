@@ -16,7 +16,7 @@ from tuffdb import metrics
 from tuffdb._format.kv import OP_PUT
 from tuffdb.kv.cold import ColdSegment, data_path, hint_path, write_segment
 from tuffdb.kv.records import iter_records
-from tuffdb.storage.files import remove_durably
+from tuffdb.storage.files import remove_quietly
 
 if TYPE_CHECKING:
     from tuffdb.kv.store import KVStore
@@ -128,7 +128,9 @@ def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
     for s in old_retired:
         store._open_segs.pop(s.id, None)
         s.close()
-    remove_durably([p for s in group for p in (data_path(store._dir, s.id), hint_path(store._dir, s.id))])
+    # Not fsynced: if a crash resurrects them, open deletes them again (output's supersedes).
+    remove_quietly([p for s in group for p in (data_path(store._dir, s.id),
+                                                hint_path(store._dir, s.id))])
     reclaimed = sum(s.file_size for s in group) - (out.file_size if out else 0)
     metrics.KV_COMPACTIONS.inc()
     metrics.KV_COMPACTED_BYTES.inc(max(0, reclaimed))

@@ -34,8 +34,9 @@ from tuffdb.kv.cold import (
     write_hint,
 )
 from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES, TOMBSTONE, HotSegment
-from tuffdb.kv.records import iter_records
-from tuffdb.storage.files import list_ids, remove_durably, segment_name
+from tuffdb.kv.records import encode_pending, iter_records
+from tuffdb.storage.codec import LOG_ZSTD_LEVEL
+from tuffdb.storage.files import list_ids, remove_durably, remove_quietly, segment_name
 from tuffdb.storage.log_file import LogFile
 
 if TYPE_CHECKING:
@@ -194,11 +195,11 @@ def write_wal_batches(
                 seg.wal = LogFile.create(seg.wal_path, file_kind=FileKind.KV_LOG,
                                          base_address=seg.id, key_id=codec.key_id,
                                          poison=store._poison)
-            flags, data = codec.encode(b"".join(chunks), compress=False)
-            seg.wal.append(frame_header(Kind.KV_BATCH, data, flags | Flag.COMMIT) + data)
+            flags, data = codec.encode(encode_pending(chunks, seg.mixed), level=LOG_ZSTD_LEVEL)
+            seg.wal.append([frame_header(Kind.KV_BATCH, data, flags | Flag.COMMIT), data])
             if seg.wal not in touched:
                 touched.append(seg.wal)
-            records += len(chunks) // 3
+            records += len(chunks) // 2
         if final:
             finished.append(seg)
     for wal in touched:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tuffdb import metrics
-from tuffdb._format.kv import MAX_KEY_SIZE, MAX_VALUE_SIZE, OP_DELETE, OP_PUT, OP_TTL, RECORD, RECORD_TTL
+from tuffdb._format.kv import MAX_KEY_SIZE, MAX_VALUE_SIZE
 from tuffdb.errors import (
     ClosedError,
     CorruptionError,
@@ -38,8 +38,6 @@ from tuffdb.storage.lock import DirLock
 from tuffdb.storage.poison import Poison
 
 DURABILITY_MODES = ("always", "interval", "none")
-_PUT_PACK = RECORD.pack
-_TTL_PACK = RECORD_TTL.pack
 
 
 def _as_bytes(x: Any, what: str) -> bytes:
@@ -187,7 +185,7 @@ class KVStore(MutableMapping[bytes, bytes]):
             seg.index[key] = value
             p = seg.pending
             if p is not None:
-                p += (_PUT_PACK(OP_PUT, len(key), len(value)), key, value)
+                p += (key, value)  # framed in bulk by the committer (records.encode_pending)
             if self._expiry:
                 self._clear_expiry(seg, key)
         else:
@@ -211,7 +209,7 @@ class KVStore(MutableMapping[bytes, bytes]):
                 if ttl is None:
                     active.index[key] = value
                     if active.pending is not None:
-                        active.pending += (_PUT_PACK(OP_PUT, len(key), len(value)), key, value)
+                        active.pending += (key, value)
                     if self._expiry:
                         self._clear_expiry(active, key)
                 else:
@@ -227,7 +225,8 @@ class KVStore(MutableMapping[bytes, bytes]):
         self._expiry[key] = exp
         heapq.heappush(self._expiry_heap, (exp, key))
         if seg.pending is not None:
-            seg.pending += (_TTL_PACK(OP_PUT | OP_TTL, len(key), len(value), exp), key, value)
+            seg.mixed = True  # IMPORTANT: before the append, so a drain never misframes it
+            seg.pending += (key, (value, exp))
 
     def _clear_expiry(self, seg: HotSegment, key: bytes) -> None:
         self._expiry.pop(key, None)
@@ -258,7 +257,7 @@ class KVStore(MutableMapping[bytes, bytes]):
                 if ttl is None:
                     seg.index[k] = v
                     if seg.pending is not None:
-                        seg.pending += (_PUT_PACK(OP_PUT, len(k), len(v)), k, v)
+                        seg.pending += (k, v)
                     if self._expiry:
                         self._clear_expiry(seg, k)
                 else:
@@ -297,7 +296,8 @@ class KVStore(MutableMapping[bytes, bytes]):
         seg = self._active
         seg.index[k] = TOMBSTONE
         if seg.pending is not None:
-            seg.pending += (_PUT_PACK(OP_DELETE, len(k), 0), k, b"")
+            seg.mixed = True  # IMPORTANT: before the append, so a drain never misframes it
+            seg.pending += (k, None)
         if self._expiry:
             self._clear_expiry(seg, k)
         seg.bytes += len(k) + RECORD_OVERHEAD_BYTES
@@ -354,7 +354,7 @@ class KVStore(MutableMapping[bytes, bytes]):
             final = seg.sealed
             p = seg.pending
             if p:
-                n = len(p)  # writers only ever extend by whole 3-item records
+                n = len(p)  # writers only ever extend by whole (key, value) pairs
                 chunk = p[:n]
                 del p[:n]
                 work.append((seg, None if seg.spilled else chunk, final))

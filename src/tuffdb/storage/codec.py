@@ -30,7 +30,8 @@ from tuffdb.errors import CorruptionError, ProgrammingError, WrongKeyError
 NONCE_SIZE = 12
 TAG_SIZE = 16
 KEY_SIZE = 32
-ZSTD_LEVEL = 3
+ZSTD_LEVEL = 1  # cold blocks: level 1 is ~2x faster than 3 for <2% more bytes on our data
+LOG_ZSTD_LEVEL = -1  # hot-tier log batches: fastest, short-lived
 # Store a payload raw unless compression saves at least 1/32 of it.
 MIN_SAVING_SHIFT = 5
 ENV_KEY = "TUFFDB_ENCRYPTION_KEY"
@@ -70,10 +71,13 @@ def load_key(key_file: Path | None = None) -> bytes | None:
 _local = threading.local()
 
 
-def _compressor() -> zstandard.ZstdCompressor:
-    c = getattr(_local, "c", None)
+def _compressor(level: int = ZSTD_LEVEL) -> zstandard.ZstdCompressor:
+    cs = getattr(_local, "cs", None)
+    if cs is None:
+        cs = _local.cs = {}
+    c = cs.get(level)
     if c is None:
-        c = _local.c = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+        c = cs[level] = zstandard.ZstdCompressor(level=level)
     return c
 
 
@@ -103,12 +107,13 @@ class Codec:
                 raise WrongKeyError(f"{path} is encrypted: pass its encryption key")
             raise WrongKeyError(f"{path} was written with a different encryption key")
 
-    def encode(self, payload: bytes, *, compress: bool | None = None) -> tuple[int, bytes]:
+    def encode(self, payload: bytes, *, compress: bool | None = None,
+               level: int = ZSTD_LEVEL) -> tuple[int, bytes]:
         """(flags, stored bytes) for ``payload``."""
         flags = 0
         data = payload
         if self.compress if compress is None else compress:
-            packed = _compressor().compress(payload)
+            packed = _compressor(level).compress(payload)
             if len(packed) < len(payload) - (len(payload) >> MIN_SAVING_SHIFT):
                 data = packed
                 flags |= Flag.ZSTD

@@ -75,6 +75,25 @@ def remove_durably(paths: list[Path]) -> None:
         fsync_dir(d)
 
 
+def remove_quietly(paths: list[Path]) -> None:
+    """Unlink ``paths`` without fsyncing the directory: for files whose reappearance after
+    a crash recovery already handles (spilled logs, merged-away segments)."""
+    for p in paths:
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def writev_all(fd: int, parts: list[bytes]) -> int:
+    """Write ``parts`` in order with as few syscalls as possible; return bytes written."""
+    total = sum(map(len, parts))
+    done = os.writev(fd, parts)
+    if done < total:
+        write_all(fd, b"".join(parts)[done:])
+    return total
+
+
 def pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
     view = memoryview(data)
     while view:

@@ -17,7 +17,7 @@ from tuffdb._failpoints import failpoint
 from tuffdb._format.record import Frame, scan_frames
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE, SegmentHeader, unpack_header
 from tuffdb.errors import ClosedError, CorruptionError, RecoveredTailWarning, WrongKeyError
-from tuffdb.storage.files import fsync_dir, fsync_fd, write_all
+from tuffdb.storage.files import fsync_dir, fsync_fd, write_all, writev_all
 from tuffdb.storage.poison import Poison
 
 
@@ -91,22 +91,25 @@ class LogFile:
     def closed(self) -> bool:
         return self._fd is None
 
-    def append(self, data: bytes) -> int:
-        """Write whole frames at the end; return their offset after the header."""
+    def append(self, data: bytes | list[bytes]) -> int:
+        """Write whole frames (bytes, or a list of buffers written with one writev) at the
+        end; return their offset after the header."""
         self.poison.check()
         if self._fd is None:
             raise ClosedError(f"{self.path} is closed")
         at = self.size
         try:
             failpoint("before_log_write")
-            write_all(self._fd, data)
+            n = writev_all(self._fd, data) if isinstance(data, list) else len(data)
+            if not isinstance(data, list):
+                write_all(self._fd, data)
         except OSError as exc:
             self.poison.set(exc)
             raise
-        self.size += len(data)
+        self.size += n
         self._dirty = True
         metrics.LOG_WRITES.inc()
-        metrics.LOG_BYTES.inc(len(data))
+        metrics.LOG_BYTES.inc(n)
         return at
 
     def sync(self) -> None:
