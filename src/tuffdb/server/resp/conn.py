@@ -164,8 +164,7 @@ class Conn(asyncio.Protocol):
         futures = self.deferred
         self.deferred = []
         if self.wrote and self.srv.always:
-            store = self.store
-            futures.append(asyncio.wrap_future(store.when_durable(store.write_ticket())))
+            futures.append(self.srv.durable_future())
         self.waiting = True
         gathered = futures[0] if len(futures) == 1 else asyncio.gather(*futures)
         gathered.add_done_callback(lambda fut: self._after_wait(fut, out))

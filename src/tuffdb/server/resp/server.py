@@ -91,6 +91,7 @@ class RespServer:
         self._server: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.TimerHandle | None = None
         self._stopped = False
+        self._pending_durable: asyncio.Future[None] | None = None
 
     # -- durability -----------------------------------------------------------------
     @property
@@ -104,6 +105,40 @@ class RespServer:
         else:
             self.store.set_durability(engine)
         self.always = engine == "always"
+
+    def durable_future(self) -> asyncio.Future[None]:
+        """A future done once every write made so far in this loop iteration is fsynced.
+
+        All batches that finish in one loop iteration share one ticket and one
+        cross-thread wake-up: the ticket is taken in a ``call_soon`` callback, after
+        every one of them has written (one group commit, one future, N waiters).
+        """
+        fut = self._pending_durable
+        if fut is None:
+            loop = asyncio.get_running_loop()
+            fut = self._pending_durable = loop.create_future()
+            loop.call_soon(self._take_ticket)
+        return fut
+
+    def _take_ticket(self) -> None:
+        fut, self._pending_durable = self._pending_durable, None
+        assert fut is not None
+        try:
+            done = asyncio.wrap_future(self.store.when_durable(self.store.write_ticket()))
+        except Exception as exc:  # noqa: BLE001  (a closed or poisoned store: tell waiters)
+            fut.set_exception(exc)
+            return
+
+        def relay(d: asyncio.Future[None]) -> None:
+            if fut.done():
+                return
+            exc = d.exception()
+            if exc is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(exc)
+
+        done.add_done_callback(relay)
 
     # -- WATCH ----------------------------------------------------------------------
     def touch(self, key: bytes) -> None:
