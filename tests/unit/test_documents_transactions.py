@@ -178,3 +178,10 @@ def test_concurrent_transfers_keep_the_total(db: Database) -> None:
         expected[src] -= amount
         expected[dst] += amount
     assert balances == expected
+
+
+def test_abandoned_transactions_past_their_timeout_are_rolled_back_by_later_commits(db: Database) -> None:
+    tx = db.transaction(timeout=0.0)
+    tx.deadline -= 2.0  # as if it was begun and forgotten a while ago
+    db.collection("c").insert({"a": 1})
+    assert tx.state == "RolledBack" and tx.id not in db.active_transactions and db.versions == {}

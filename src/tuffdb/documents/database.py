@@ -16,6 +16,7 @@ tie-breaker of every sort, so index plans and full scans agree exactly.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from typing import TYPE_CHECKING, Any, Self
 
@@ -208,6 +209,9 @@ class Database:
             self.versions[(w.collection, w.id)] = self.seq
             self.collection_versions[w.collection] = self.seq
             self.collection(w.collection).index_write(w)
+        now = time.monotonic()
+        for tx in [t for t in self.active_transactions.values() if now > t.deadline + 1.0]:
+            tx.rollback()  # abandoned past its timeout: stop pinning the version table
         if not self.active_transactions:
             self.versions.clear()  # nobody can conflict with the past
 
