@@ -159,7 +159,7 @@ class KVMachine(RuleBasedStateMachine):
 
 
 KVMachine.TestCase.settings = settings(
-    max_examples=40,
+    max_examples=120,
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -174,7 +174,7 @@ class KVMachineAlways(KVMachine):
 
 
 KVMachineAlways.TestCase.settings = settings(
-    max_examples=15,
+    max_examples=40,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
