@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tuffdb import KVStore
-from tuffdb.errors import Error, WrongKeyError
+from tuffdb.errors import Error, LockTimeout, WrongKeyError
 from tuffdb.testing.conformance import KVStoreConformance
 
 KEY = bytes(range(32))
@@ -118,3 +118,14 @@ def test_plaintext_store_refuses_a_key(kv_store: Any, data_dir: Path) -> None:
     kv_store.opened[-1][2].close()
     with pytest.raises(Error):
         KVStore.open(data_dir, encryption_key=KEY).close()
+
+
+def test_second_open_of_a_directory_raises_lock_timeout(kv_store: Any, data_dir: Path) -> None:
+    store = kv_store(durability="always")
+    store.put(b"k", b"v")
+    with pytest.raises(LockTimeout):
+        KVStore.open(data_dir)
+    assert store.get(b"k") == b"v"  # the failed open did not disturb the owner
+    store.close()
+    with KVStore.open(data_dir) as again:  # closing released the lock
+        assert again.get(b"k") == b"v"

@@ -14,6 +14,8 @@ moment leaves behind (LOCK excluded); the damage is then applied to the copy.
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -185,6 +187,25 @@ def test_damaged_cold_block_raises_corruption_and_never_serves_wrong_data(
     problems = store.check()
     assert problems
     assert any(seg.path.name.split(".")[0].lstrip("0") in p or "segment" in p for p in problems)
+    store.close()
+    # The operator's view: `tuffdb check PATH` exits 1 on the same damage.
+    env_key = options["encryption_key"]
+    cli = subprocess.run(  # noqa: S603 - our own CLI
+        [sys.executable, "-m", "tuffdb", "check", str(path)], capture_output=True, text=True,
+        env={"TUFFDB_ENCRYPTION_KEY": env_key.hex()} if env_key else {}, check=False, timeout=60,
+    )
+    assert cli.returncode == 1, cli.stdout + cli.stderr
+
+
+def test_cli_check_of_a_clean_store_exits_0(kv_store: Any) -> None:
+    store = kv_store(durability="none", hot_bytes=HOT_BYTES)
+    store.put_many((_key(i), _value(i)) for i in range(COLD_KEYS))
+    store.close()
+    cli = subprocess.run(  # noqa: S603 - our own CLI
+        [sys.executable, "-m", "tuffdb", "check", str(kv_store.default_path)],
+        capture_output=True, text=True, check=False, timeout=60,
+    )
+    assert cli.returncode == 0, cli.stdout + cli.stderr
 
 
 # Damage to a sealed cold segment whose inputs (hot log, merge inputs) are long gone:
