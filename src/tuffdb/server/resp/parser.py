@@ -24,6 +24,7 @@ from tuffdb.errors import ProtocolError
 MAX_INLINE_SIZE = 64 * 1024  # PROTO_INLINE_MAX_SIZE in Redis
 MAX_MULTIBULK_LEN = 1024 * 1024  # Redis: "invalid multibulk length" above this
 DEFAULT_MAX_BULK_LEN = 512 * 1024 * 1024  # proto-max-bulk-len default
+FAST_PATH_MAX_SIZE = 64 * 1024  # buffers up to this size try the split-based fast path
 
 _ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
 _HEX = b"0123456789abcdefABCDEF"
@@ -71,7 +72,11 @@ class RequestParser:
             return []  # still waiting for the rest of a big bulk: do not join yet
         if self._chunks:
             self._join()
+        elif self._pos >= len(self._buf):
+            return []
         out: list[list[bytes]] = []
+        if not self._left and len(self._buf) - self._pos <= FAST_PATH_MAX_SIZE:
+            self._fast(out)
         while True:
             try:
                 cmd = (self._multibulk() if (self._left or self._starts_multibulk())
@@ -85,6 +90,51 @@ class RequestParser:
                 return out
             if cmd:
                 out.append(cmd)
+
+    def _fast(self, out: list[list[bytes]]) -> None:
+        """Fast path for small buffers: one C-level split on CRLF, then check lengths.
+
+        A bulk whose declared length differs from its token (it contains CRLF, or the
+        input is malformed, oversized or incomplete) ends the fast path; the general
+        parser below takes over at that command, so results and errors are the same.
+        """
+        buf = self._buf
+        pos = self._pos
+        toks = buf[pos:].split(b"\r\n")
+        ntok = len(toks)
+        max_bulk = self.max_bulk_len
+        i = 0
+        while i < ntok:
+            t = toks[i]
+            if not t or t[0] != 0x2A:  # "*"
+                break
+            count = t[1:]
+            if not count.isdigit() or len(count) > 7:
+                break
+            n = int(count)
+            end = i + 1 + 2 * n
+            if n == 0 or n > MAX_MULTIBULK_LEN or end >= ntok:
+                break  # (end >= ntok: the last bulk's CRLF has not arrived)
+            size = len(t) + 2
+            args = toks[i + 2 : end : 2]
+            for j in range(i + 1, end, 2):
+                h = toks[j]
+                if h[:1] != b"$":
+                    break
+                hl = h[1:]
+                if not hl.isdigit():
+                    break
+                k = int(hl)
+                if k != len(toks[j + 1]) or k > max_bulk:
+                    break
+                size += len(h) + k + 4
+            else:
+                out.append(args)
+                pos += size
+                i = end
+                continue
+            break
+        self._pos = pos
 
     def _starts_multibulk(self) -> bool:
         return self._pos < len(self._buf) and self._buf[self._pos] == 0x2A  # "*"

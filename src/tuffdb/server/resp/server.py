@@ -92,6 +92,7 @@ class RespServer:
         self._sweeper: asyncio.TimerHandle | None = None
         self._stopped = False
         self._pending_durable: asyncio.Future[None] | None = None
+        self._durable_in_flight = False
 
     # -- durability -----------------------------------------------------------------
     @property
@@ -107,36 +108,42 @@ class RespServer:
         self.always = engine == "always"
 
     def durable_future(self) -> asyncio.Future[None]:
-        """A future done once every write made so far in this loop iteration is fsynced.
+        """A future done once every write made so far is fsynced (``appendfsync always``).
 
-        All batches that finish in one loop iteration share one ticket and one
-        cross-thread wake-up: the ticket is taken in a ``call_soon`` callback, after
-        every one of them has written (one group commit, one future, N waiters).
+        At most one durability round is in flight from this face. Batches that write
+        while it is in flight share the next ticket, taken when it completes; batches
+        that write while none is in flight share a ticket taken at the end of this loop
+        iteration. Like Redis's fsync in ``beforeSleep``, this makes groups as large as
+        the arrivals during one fsync, and costs one cross-thread wake-up per group.
         """
         fut = self._pending_durable
         if fut is None:
             loop = asyncio.get_running_loop()
             fut = self._pending_durable = loop.create_future()
-            loop.call_soon(self._take_ticket)
+            if not self._durable_in_flight:
+                loop.call_soon(self._take_ticket)
         return fut
 
     def _take_ticket(self) -> None:
         fut, self._pending_durable = self._pending_durable, None
-        assert fut is not None
+        if fut is None:
+            return
         try:
             done = asyncio.wrap_future(self.store.when_durable(self.store.write_ticket()))
         except Exception as exc:  # noqa: BLE001  (a closed or poisoned store: tell waiters)
             fut.set_exception(exc)
             return
+        self._durable_in_flight = True
 
         def relay(d: asyncio.Future[None]) -> None:
-            if fut.done():
-                return
+            self._durable_in_flight = False
             exc = d.exception()
             if exc is None:
                 fut.set_result(None)
             else:
                 fut.set_exception(exc)
+            if self._pending_durable is not None:
+                self._take_ticket()  # the writes that arrived during this round
 
         done.add_done_callback(relay)
 
