@@ -64,7 +64,7 @@ class RequestParser:
         self._have = 0
         self._pos = 0
 
-    def commands(self) -> list[list[bytes]]:
+    def commands(self) -> list[list[bytes]]:  # noqa: C901
         """Return every complete command buffered so far (possibly none)."""
         if self.error is not None:
             raise self.error
