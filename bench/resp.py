@@ -28,7 +28,7 @@ Targets from issue 4 are ratios tuffdb/Redis: SET >= 1x with ``always``; SET and
 """
 
 # Benchmark script, not library code.
-# ruff: noqa: INP001, CPY001, S603, S607, T201, PLR0913
+# ruff: noqa: INP001, CPY001, S603, S607, T201
 from __future__ import annotations
 
 import argparse
@@ -42,8 +42,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _common import REPO, bench_dir, check_real_disk, environment, fsync_probe, spread, utc_now
-from _common import write_json
+from _common import (
+    REPO,
+    bench_dir,
+    check_real_disk,
+    environment,
+    fsync_probe,
+    spread,
+    utc_now,
+    write_json,
+)
 
 from tuffdb.server.resp._process import ServerProcess, start_redis, start_tuffdb
 
