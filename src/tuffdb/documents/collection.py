@@ -304,6 +304,19 @@ class Collection(CollectionMeta):
             self.insert({**record, "id": rid})
             return self.get(rid)
 
+    def search(self, query: str = "", **options: Any) -> dict[str, Any]:
+        """Full-text / vector / hybrid search: see :mod:`tuffdb.documents.search`."""
+        from tuffdb.documents.search import search  # noqa: PLC0415 - numpy on demand
+
+        return search(self, query, **options)
+
+    def watch(self, filter: Any = None, **options: Any) -> Any:  # noqa: A002
+        """Mutation events of this collection: see :mod:`tuffdb.documents.watch`."""
+        from tuffdb.documents.watch import watch  # noqa: PLC0415
+
+        return watch(self, filter, **options)
+
+
 def _join_fields(join: Any) -> list[str]:
     specs = join if isinstance(join, list) else [join]
     return [str(s.get("as_field")) for s in specs if isinstance(s, dict)]

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Self
 from tuffdb._failpoints import failpoint
 from tuffdb.documents import codec
 from tuffdb.documents.collection import Collection, Write, check_name
+from tuffdb.documents.listeners import PendingCommit, SearchHook
 from tuffdb.errors import ClosedError, IntegrityError, NotFoundError
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ class Database:
         self.collection_versions: dict[str, int] = {}
         self.active_transactions: dict[str, Transaction] = {}
         self.trash_ttl: float | None = TRASH_TTL_SECONDS  # None: deletes are final
+        self.listeners: list[Any] = [SearchHook(self)]  # commit listeners: documents/listeners.py
         self.replayed = self._replay_intents()
 
     @classmethod
@@ -184,6 +186,7 @@ class Database:
         are idempotent). This relies on the engine's log order: a write that survives a
         crash implies every earlier write survived.
         """
+        pending = PendingCommit(self, writes) if self.listeners else None  # may refuse the batch
         ops: list[list[Any]] = []  # [key, value | None, ttl]
         deletes = []
         for w in writes:
@@ -209,6 +212,8 @@ class Database:
             self.versions[(w.collection, w.id)] = self.seq
             self.collection_versions[w.collection] = self.seq
             self.collection(w.collection).index_write(w)
+        if pending is not None:
+            pending.publish()
         now = time.monotonic()
         for tx in [t for t in self.active_transactions.values() if now > t.deadline + 1.0]:
             tx.rollback()  # abandoned past its timeout: stop pinning the version table

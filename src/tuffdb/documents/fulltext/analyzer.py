@@ -1,0 +1,109 @@
+"""Text analysis: tokens, stop words per language, stemming, bounded edit distance.
+
+A token is a run of Unicode word characters (``\\w+``). Index terms are the lowercase
+tokens minus the language's stop words; stemming is applied at query time by expanding
+a query term to every indexed term with the same stem (see postings.py), so one index
+serves requests with and without ``enable_stemming``. Only English has a stemmer (the
+Porter algorithm, stemmer.py); other languages get stop words and no stemming.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from tuffdb.documents.fulltext.stemmer import stem as porter_stem
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+STOP_WORDS: dict[str, frozenset[str]] = {
+    "english": frozenset(
+        "a an and are as at be but by for if in into is it no not of on or such that the their "
+        "then there these they this to was will with from has have had were been being its our "
+        "we you your he she him her his them which who whom what when where why how all any "
+        "both each few more most other some so than too very can do does did i me my".split()),
+    "french": frozenset(
+        "au aux avec ce ces dans de des du elle en et eux il je la le les leur lui ma mais me "
+        "mes moi mon ne nos notre nous on ou par pas pour qu que qui sa se ses son sur ta te "
+        "tes toi ton tu un une vos votre vous est".split()),
+    "german": frozenset(
+        "aber als am an auch auf aus bei bin bis da das dass dem den der des die ein eine einem "
+        "einen einer es für hat ich ihr im in ist mit nicht noch oder sie sind so und von war "
+        "was wie wir zu zum zur".split()),
+    "spanish": frozenset(
+        "a al como con de del el en es la las lo los mas no o para pero por que se sin su sus "
+        "un una y ya".split()),
+}
+LANGUAGES = ("english", "french", "german", "spanish", "none")
+
+
+def _identity(word: str) -> str:
+    return word
+
+
+def stemmer_for(language: str) -> Callable[[str], str]:
+    """The stemming function of ``language`` (identity where we have no stemmer)."""
+    return porter_stem if language == "english" else _identity
+
+
+def stop_words(language: str) -> frozenset[str]:
+    return STOP_WORDS.get(language, frozenset())
+
+
+def tokens(text: str) -> list[str]:
+    """Word tokens of ``text``, case kept."""
+    return _TOKEN.findall(text)
+
+
+def terms(text: str, language: str = "english") -> list[str]:
+    """Index terms: lowercase tokens without the language's stop words."""
+    stop = stop_words(language)
+    return [t for t in (tok.lower() for tok in _TOKEN.findall(text)) if t not in stop]
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """Levenshtein distance of ``a`` and ``b``, or ``limit + 1`` once it must exceed limit.
+
+    Banded dynamic programming: only cells within ``limit`` of the diagonal are computed,
+    and a row whose minimum passes ``limit`` stops the walk (O(limit * len)).
+    """
+    la, lb = len(a), len(b)
+    if abs(la - lb) > limit:
+        return limit + 1
+    if a == b:
+        return 0
+    big = limit + 1
+    prev = list(range(lb + 1))
+    for i in range(1, la + 1):
+        lo, hi = max(1, i - limit), min(lb, i + limit)
+        cur = [big] * (lb + 1)
+        cur[0] = i if i <= limit else big
+        ca = a[i - 1]
+        best = cur[0]
+        for j in range(lo, hi + 1):
+            cost = prev[j - 1] + (ca != b[j - 1])
+            left = cur[j - 1] + 1
+            up = prev[j] + 1
+            v = min(cost, left, up)
+            cur[j] = v
+            best = min(best, v)
+        if best > limit:
+            return big
+        prev = cur
+    return min(prev[lb], big)
+
+
+def fuzzy_budget(term: str, max_edit_distance: int) -> int:
+    """Edits allowed for ``term``: none under 3 letters, at most 1 under 6 letters.
+
+    Without this cap "cat" with distance 2 matches every three-letter word.
+    """
+    n = len(term)
+    if n < 3:  # noqa: PLR2004 - the rule above
+        return 0
+    if n < 6:  # noqa: PLR2004
+        return min(1, max_edit_distance)
+    return max_edit_distance

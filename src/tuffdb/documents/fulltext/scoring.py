@@ -1,0 +1,136 @@
+"""BM25 ranking over a :class:`TextIndex`, with stemming and fuzzy expansion of query terms.
+
+Score of a record = sum over searched fields f of ``weight(f) * sum over query terms q of
+max over variants v of q: factor(v) * idf_f(v) * tf (K1 + 1) / (tf + K1 (1 - B + B dl/avgdl))``
+with ``idf_f(v) = ln(1 + (N_f - n_f(v) + 0.5) / (n_f(v) + 0.5))`` (Lucene's BM25 idf,
+never negative). Variants of a query term: the term itself (factor 1), other terms
+with the same stem (``STEM_FACTOR``), terms within the fuzzy edit budget
+(``1 / (1 + distance)``). Taking the best variant per term and field keeps "run" from
+counting a record twice for holding both "runs" and "running".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tuffdb.documents.fulltext.analyzer import (
+    edit_distance,
+    fuzzy_budget,
+    stemmer_for,
+    stop_words,
+    tokens,
+)
+
+if TYPE_CHECKING:
+    from tuffdb.documents.fulltext.postings import TextIndex
+
+K1 = 1.2
+B = 0.75
+STEM_FACTOR = 0.9  # a stemmed variant ranks just below the word itself
+
+
+@dataclass(slots=True)
+class TextQuery:
+    text: str
+    language: str = "english"
+    case_sensitive: bool = False
+    fuzzy: bool = False
+    max_edit_distance: int = 2
+    stemming: bool = True
+    fields: list[str] | None = None
+    weights: dict[str, float] = field(default_factory=dict)
+
+    def query_terms(self) -> list[str]:
+        """Query tokens (case kept), stop words removed, duplicates dropped, in order."""
+        stop = stop_words(self.language)
+        seen: dict[str, None] = {}
+        for tok in tokens(self.text):
+            if tok.lower() not in stop:
+                seen.setdefault(tok if self.case_sensitive else tok.lower(), None)
+        return list(seen)
+
+
+def variants(index: TextIndex, term: str, q: TextQuery) -> dict[str, float]:
+    """Indexed terms that count as ``term`` (lowercase), with their factors."""
+    out = {term: 1.0}
+    if q.stemming:
+        stem = stemmer_for(q.language)
+        for t in index.by_stem.get(stem(term), ()):
+            out.setdefault(t, STEM_FACTOR)
+    if q.fuzzy:
+        budget = fuzzy_budget(term, q.max_edit_distance)
+        for n in range(len(term) - budget, len(term) + budget + 1):
+            for t in index.by_length.get(n, ()):
+                if t not in out:
+                    d = edit_distance(term, t, budget)
+                    if d <= budget:
+                        out[t] = 1.0 / (1 + d)
+    return out
+
+
+def _case_ok(raw: str, query: str) -> bool:
+    """Case-sensitive match: the shared lowercase prefix must agree in case too."""
+    if raw == query:
+        return True
+    rl, ql = raw.lower(), query.lower()
+    k = 0
+    while k < min(len(rl), len(ql)) and rl[k] == ql[k]:
+        k += 1
+    return raw[:k] == query[:k] and k > 0
+
+
+def searched_fields(index: TextIndex, q: TextQuery) -> list[str]:
+    names = index.field_names()
+    if not q.fields:
+        return names
+    want = q.fields
+    return [f for f in names if any(f == w or f.startswith(w + ".") for w in want)]
+
+
+def _weight(q: TextQuery, field_name: str) -> float:
+    w = q.weights.get(field_name)
+    if w is None and "." in field_name:
+        w = q.weights.get(field_name.split(".", 1)[0])
+    return 1.0 if w is None else float(w)
+
+
+def bm25(index: TextIndex, q: TextQuery,
+         allowed: set[str] | None = None) -> dict[str, tuple[float, set[str]]]:
+    """``{record id: (score, matched fields)}`` for records matching any query term."""
+    qterms = q.query_terms()
+    expanded = [(t, variants(index, t.lower(), q)) for t in qterms]
+    scores: dict[str, float] = {}
+    matched: dict[str, set[str]] = {}
+    for fname in searched_fields(index, q):
+        fp = index.postings.get(fname, {})
+        lengths = index.lengths.get(fname, {})
+        n_docs = len(lengths)
+        avgdl = index.avg_length(fname) or 1.0
+        weight = _weight(q, fname)
+        for qraw, variant_map in expanded:
+            best: dict[str, float] = {}
+            for term, factor in variant_map.items():
+                plist = fp.get(term)
+                if not plist:
+                    continue
+                n = len(plist)
+                idf = math.log(1.0 + (n_docs - n + 0.5) / (n + 0.5))
+                for rid, tf in plist.items():
+                    if allowed is not None and rid not in allowed:
+                        continue
+                    if q.case_sensitive:
+                        raw = index.docs[rid][fname]
+                        tf = sum(c for tok, c in raw.items()
+                                 if tok.lower() == term and _case_ok(tok, qraw))
+                        if not tf:
+                            continue
+                    norm = K1 * (1.0 - B + B * lengths[rid] / avgdl)
+                    s = factor * idf * tf * (K1 + 1.0) / (tf + norm)
+                    if s > best.get(rid, 0.0):
+                        best[rid] = s
+            for rid, s in best.items():
+                scores[rid] = scores.get(rid, 0.0) + weight * s
+                matched.setdefault(rid, set()).add(fname)
+    return {rid: (s, matched[rid]) for rid, s in scores.items()}

@@ -1,0 +1,214 @@
+"""Per-collection search indexes (text and vector) and the listener that keeps them current.
+
+State is built on first use after open by one prefix scan of the collection (under the
+database lock, so no write slips between the scan and the first maintained write) and
+then maintained by :class:`SearchListener` on every commit (see listeners.py). Nothing
+is persisted: after a crash or restart the indexes are rebuilt from the records, so
+they can never be stale. A schema change (new text or vector index definitions) drops
+the state; the next search rebuilds it.
+
+Which text is indexed: the fields whose schema index is ``{"type": "text"}`` (each in
+its ``language``); with no such field, every string field (top-level, in lists and in
+nested maps as dotted paths) in English. Vector indexes: one per schema field with
+``{"type": "vector", ...}`` (its algorithm, metric, m, ef_construction, dimension),
+plus a flat index built on demand the first time a request searches another
+``(field, metric)`` pair. Only schema vector indexes refuse writes of the wrong
+dimension; an on-demand index skips such records.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from tuffdb.documents.fulltext.postings import TextIndex
+from tuffdb.documents.listeners import SearchHook
+from tuffdb.documents.vector import as_vector, check_metric, is_vector
+from tuffdb.documents.vector.flat import FlatIndex
+from tuffdb.documents.vector.hnsw import HnswIndex
+from tuffdb.errors import IntegrityError, ProtocolError
+
+if TYPE_CHECKING:
+    from tuffdb.documents.collection import Collection
+    from tuffdb.documents.database import Database
+
+VectorIndex = FlatIndex | HnswIndex
+
+
+class VectorSlot:
+    """One vector field index; the dimension is fixed by the schema or the first vector."""
+
+    def __init__(self, field: str, spec: dict[str, Any], *, declared: bool) -> None:
+        self.field, self.spec, self.declared = field, spec, declared
+        self.metric = check_metric(spec.get("metric", "cosine"))
+        dim = spec.get("dimension")
+        self.dimension: int | None = int(dim) if dim else None
+        self.index: VectorIndex | None = None
+
+    def _make(self, dimension: int) -> VectorIndex:
+        self.dimension = dimension
+        if str(self.spec.get("algorithm", "flat")).lower() == "hnsw":
+            return HnswIndex(self.metric, dimension, m=int(self.spec.get("m") or 16),
+                             ef_construction=int(self.spec.get("ef_construction") or 200),
+                             ef_search=self.spec.get("ef_search"))
+        return FlatIndex(self.metric, dimension)  # "flat", and "ivf" (served exactly)
+
+    def check(self, record: dict[str, Any]) -> int | None:
+        """The dimension a write would fix, after checking it (None: no vector)."""
+        value = record.get(self.field)
+        if value is None:
+            return None
+        if not is_vector(value):
+            if self.declared:
+                raise IntegrityError(f"field '{self.field}' has a vector index; store a vector",
+                                     condition=self.field)
+            return None
+        arr = as_vector(value, self.dimension, f"field '{self.field}'")
+        return arr.size
+
+    def put(self, rid: str, record: dict[str, Any]) -> None:
+        value = record.get(self.field)
+        if not is_vector(value):
+            self.remove(rid)
+            return
+        if self.dimension is not None and len(value) != self.dimension:
+            self.remove(rid)  # on-demand index: skip a foreign dimension (declared: refused)
+            return
+        if self.index is None:
+            self.index = self._make(len(value))
+        self.index.add(rid, value)
+
+    def load(self, items: list[tuple[str, Any]]) -> None:
+        items = [(r, v) for r, v in items if self.dimension is None or len(v) == self.dimension]
+        if not items:
+            return
+        if self.index is None:
+            self.index = self._make(len(items[0][1]))
+            items = [(r, v) for r, v in items if len(v) == self.dimension]
+        if isinstance(self.index, HnswIndex):
+            self.index.add_many(items)
+        else:
+            for rid, v in items:
+                self.index.add(rid, v)
+
+    def remove(self, rid: str) -> None:
+        if self.index is not None:
+            self.index.remove(rid)
+
+
+class SearchState:
+    def __init__(self, coll: Collection) -> None:
+        self.schema = coll.schema
+        fields = coll.schema.fields if coll.schema is not None else {}
+        text = {n: str(f.index.get("language") or "english") for n, f in fields.items()
+                if f.index and f.index.get("type") == "text"}
+        self.text = TextIndex(text or None)
+        self.vectors: dict[tuple[str, str], VectorSlot] = {}
+        for n, f in fields.items():
+            if f.index and f.index.get("type") == "vector":
+                slot = VectorSlot(n, f.index, declared=True)
+                self.vectors[(n, slot.metric)] = slot
+        vec_items: dict[tuple[str, str], list[tuple[str, Any]]] = {k: [] for k in self.vectors}
+        for record in coll._scan():  # noqa: SLF001 - the collection's own raw scan
+            self.text.add(record["id"], record)
+            for (name, metric), items in vec_items.items():
+                if is_vector(v := record.get(name)):
+                    items.append((record["id"], v))
+                del metric
+        for key, items in vec_items.items():
+            self.vectors[key].load(items)
+
+    def vector_slot(self, coll: Collection, field: str, metric: str | None) -> VectorSlot:
+        declared = [s for (f, _), s in self.vectors.items() if f == field]
+        metric = check_metric(metric) if metric else (declared[0].metric if declared else "cosine")
+        slot = self.vectors.get((field, metric))
+        if slot is None:
+            spec = {"algorithm": "flat", "metric": metric}
+            if declared:
+                spec["dimension"] = declared[0].dimension
+            slot = VectorSlot(field, spec, declared=False)
+            slot.load([(r["id"], r[field]) for r in coll._scan() if is_vector(r.get(field))])  # noqa: SLF001
+            self.vectors[(field, metric)] = slot
+        return slot
+
+    def default_vector_field(self, coll: Collection) -> str:
+        for (field, _), slot in self.vectors.items():
+            if slot.declared:
+                return field
+        for record in coll._scan():  # noqa: SLF001
+            for k, v in record.items():
+                if k != "id" and is_vector(v) and not all(isinstance(x, int) for x in v):
+                    return k
+        raise ProtocolError("no vector field found; name one with vector_field")
+
+
+_STATES: weakref.WeakKeyDictionary[Collection, SearchState] = weakref.WeakKeyDictionary()
+
+
+class SearchListener:
+    """Keeps every built :class:`SearchState` of one database in step with its commits."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def _state(self, name: str, *, build: bool = False) -> SearchState | None:
+        coll = self.db._collections.get(name)  # noqa: SLF001 - only collections in use have state
+        if coll is None:
+            return None
+        return state_for(coll) if build else _STATES.get(coll)
+
+    def validate(self, collection: str, records: list[dict[str, Any]]) -> None:
+        coll = self.db._collections.get(collection)  # noqa: SLF001
+        if coll is None or not _has_vector_schema(coll):
+            return
+        state = state_for(coll)
+        for slot in state.vectors.values():
+            if not slot.declared:
+                continue
+            dims = {d for r in records if (d := slot.check(r)) is not None}
+            if slot.dimension is None and len(dims) > 1:
+                raise IntegrityError(f"vectors of {sorted(dims)} dimensions in one batch for "
+                                     f"field '{slot.field}'", condition=slot.field)
+
+    def on_commit(self, collection: str, inserts: list[dict[str, Any]],
+                  updates: list[dict[str, Any]], deletes: list[str]) -> None:
+        state = self._state(collection)
+        if state is None:
+            return
+        for record in (*inserts, *updates):
+            state.text.add(record["id"], record)
+            for slot in state.vectors.values():
+                slot.put(record["id"], record)
+        for rid in deletes:
+            state.text.remove(rid)
+            for slot in state.vectors.values():
+                slot.remove(rid)
+
+
+def _has_vector_schema(coll: Collection) -> bool:
+    return coll.schema is not None and any(
+        f.index and f.index.get("type") == "vector" for f in coll.schema.fields.values())
+
+
+def attach(hook: SearchHook) -> None:
+    """Make ``hook`` forward commits to this module (idempotent)."""
+    if hook.delegate is None:
+        hook.delegate = SearchListener(hook.db)
+
+
+def state_for(coll: Collection) -> SearchState:
+    """The collection's search state, built now if missing or out of date (takes db.lock)."""
+    db = coll.db
+    with db.lock:
+        for listener in db.listeners:
+            if isinstance(listener, SearchHook):
+                attach(listener)
+                break
+        else:  # a database built without the hook: register a listener of our own
+            hook = SearchHook(db)
+            attach(hook)
+            db.listeners.append(hook)
+        state = _STATES.get(coll)
+        if state is None or state.schema is not coll.schema:
+            state = _STATES[coll] = SearchState(coll)
+        return state

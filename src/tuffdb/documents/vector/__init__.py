@@ -1,0 +1,48 @@
+"""Vector indexes: exact (flat.py, numpy) and approximate (hnsw.py, hnswlib).
+
+Scores are similarities, higher is better, the same for both algorithms:
+``cosine`` -> cosine similarity in [-1, 1]; ``dotproduct`` -> the dot product;
+``euclidean`` -> ``1 / (1 + distance)`` in (0, 1].
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tuffdb.errors import IntegrityError, ProtocolError
+
+METRICS = ("cosine", "euclidean", "dotproduct")
+ALGORITHMS = ("flat", "hnsw", "ivf")
+
+
+def as_vector(value: Any, dimension: int | None, what: str = "vector") -> np.ndarray:
+    """``value`` (a list/tuple of numbers) as a float32 array of ``dimension`` entries.
+
+    :raises IntegrityError: on a dimension mismatch or a non-numeric entry.
+    """
+    try:
+        arr = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise IntegrityError(f"{what} must be a list of numbers", condition="vector") from None
+    if arr.ndim != 1 or arr.size == 0:
+        raise IntegrityError(f"{what} must be a non-empty list of numbers", condition="vector")
+    if dimension is not None and arr.size != dimension:
+        raise IntegrityError(f"{what} has {arr.size} dimensions; this index holds {dimension}",
+                             condition="vector")
+    if not np.isfinite(arr).all():
+        raise IntegrityError(f"{what} holds NaN or infinity", condition="vector")
+    return arr
+
+
+def is_vector(value: Any) -> bool:
+    return (isinstance(value, (list, tuple)) and bool(value)
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value))
+
+
+def check_metric(metric: str) -> str:
+    m = str(metric).lower()
+    if m not in METRICS:
+        raise ProtocolError(f"unknown vector metric {metric!r}; use one of {', '.join(METRICS)}")
+    return m

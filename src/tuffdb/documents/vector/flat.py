@@ -1,0 +1,101 @@
+"""Exact nearest neighbours: every query scores every stored vector (numpy, float32).
+
+Rows live in one growing matrix (capacity doubles); a delete moves the last row into the
+hole, so the live rows are always ``matrix[:count]``. For ``cosine`` the rows are stored
+normalised, so a query is one matrix-vector product for every metric.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tuffdb.documents.vector import as_vector, check_metric
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+
+
+def _normalised(v: np.ndarray) -> np.ndarray:
+    n = float(np.linalg.norm(v))
+    return v / n if n > 0 else v
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest scores, best first."""
+    if k >= scores.size:
+        return np.argsort(-scores, kind="stable")
+    part = np.argpartition(-scores, k - 1)[:k]
+    return part[np.argsort(-scores[part], kind="stable")]
+
+
+class FlatIndex:
+    """Exact search; O(n * dimension) per query."""
+
+    algorithm = "flat"
+
+    def __init__(self, metric: str, dimension: int) -> None:
+        self.metric = check_metric(metric)
+        self.dimension = dimension
+        self.ids: list[str] = []
+        self.rows: dict[str, int] = {}
+        self.matrix = np.zeros((16, dimension), dtype=np.float32)
+        self.sq_norms = np.zeros(16, dtype=np.float32)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(self, rid: str, value: object) -> None:
+        v = as_vector(value, self.dimension)
+        if self.metric == "cosine":
+            v = _normalised(v)
+        row = self.rows.get(rid)
+        if row is None:
+            row = len(self.ids)
+            if row == self.matrix.shape[0]:
+                self.matrix = np.resize(self.matrix, (row * 2, self.dimension))
+                self.sq_norms = np.resize(self.sq_norms, row * 2)
+            self.ids.append(rid)
+            self.rows[rid] = row
+        self.matrix[row] = v
+        self.sq_norms[row] = float(v @ v)
+
+    def remove(self, rid: str) -> None:
+        row = self.rows.pop(rid, None)
+        if row is None:
+            return
+        last = len(self.ids) - 1
+        if row != last:
+            moved = self.ids[last]
+            self.matrix[row] = self.matrix[last]
+            self.sq_norms[row] = self.sq_norms[last]
+            self.ids[row] = moved
+            self.rows[moved] = row
+        self.ids.pop()
+
+    def scores(self, query: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        m = self.matrix[: len(self.ids)] if rows is None else self.matrix[rows]
+        if self.metric == "cosine":
+            return m @ _normalised(query)
+        dots = m @ query
+        if self.metric == "dotproduct":
+            return dots
+        sq = (self.sq_norms[: len(self.ids)] if rows is None else self.sq_norms[rows])
+        dist = np.sqrt(np.maximum(sq - 2.0 * dots + float(query @ query), 0.0))
+        return 1.0 / (1.0 + dist)
+
+    def search(self, query: object, k: int, *, allowed: Collection[str] | None = None,
+               ef_search: int | None = None) -> list[tuple[str, float]]:  # noqa: ARG002 - same signature as HnswIndex
+        """The ``k`` best ``(id, score)`` pairs, best first (``allowed``: ids to consider)."""
+        q = as_vector(query, self.dimension, "query vector")
+        if not self.ids or k <= 0:
+            return []
+        if allowed is None:
+            s = self.scores(q)
+            return [(self.ids[i], float(s[i])) for i in top_k(s, k)]
+        rows = np.fromiter((self.rows[r] for r in allowed if r in self.rows), dtype=np.int64)
+        if rows.size == 0:
+            return []
+        s = self.scores(q, rows)
+        return [(self.ids[int(rows[i])], float(s[i])) for i in top_k(s, k)]

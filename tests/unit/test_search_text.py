@@ -1,0 +1,155 @@
+"""Full-text search on a small known corpus: BM25 order, stemming, stop words, fuzzy,
+case, fields and weights, boost_exact, filters before ranking, min_score, projections,
+and index upkeep across updates, deletes, transactions and reopen."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tuffdb.documents import Database
+from tuffdb.documents.fulltext.analyzer import edit_distance, terms
+from tuffdb.documents.fulltext.stemmer import stem
+from tuffdb.documents.search_index import state_for
+
+CORPUS = [
+    {"id": "a", "title": "Rust databases", "body": "A database written in Rust is fast", "year": 2020},
+    {"id": "b", "title": "Python database", "body": "Python databases and database indexes", "year": 2021},
+    {"id": "c", "title": "Gardening", "body": "Running water for the garden; the runner runs", "year": 2019},
+    {"id": "d", "title": "Cooking", "body": "Boiling pasta in salted water", "year": 2022},
+    {"id": "e", "title": "Search engines", "body": "Full text search ranks documents with BM25", "year": 2023},
+]  # fmt: skip
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    d = Database.open(tmp_path / "docs")
+    d.collection("posts").insert_many([dict(r) for r in CORPUS])
+    yield d
+    assert d.check() == []
+    d.close()
+
+
+def ids(result: dict) -> list[str]:
+    return [r["record"]["id"] for r in result["results"]]
+
+
+def test_porter_stemmer_and_analyzer_basics() -> None:
+    assert [stem(w) for w in ("running", "runs", "databases", "relational", "happy")] == [
+        "run", "run", "databas", "relat", "happi"]
+    assert terms("The Quick brown fox is in the box") == ["quick", "brown", "fox", "box"]
+    assert edit_distance("databse", "database", 2) == 1
+    assert edit_distance("kitten", "sitting", 2) == 3  # limit + 1: gave up
+
+
+def test_bm25_ranks_the_record_with_more_and_denser_matches_first(db: Database) -> None:
+    out = db.collection("posts").search("database")
+    assert ids(out) == ["b", "a"]  # b: database x3 over two fields; a: x2
+    assert out["total"] == 2
+    assert set(out) == {"results", "total", "execution_time_ms"}
+    assert out["results"][0]["matched_fields"] == ["body", "title"]
+    assert out["results"][0]["score"] > out["results"][1]["score"] > 0
+
+
+def test_stemming_matches_word_forms_and_can_be_turned_off(db: Database) -> None:
+    posts = db.collection("posts")
+    assert ids(posts.search("run")) == ["c"]
+    assert ids(posts.search("run", enable_stemming=False)) == []
+    assert sorted(ids(posts.search("databases", enable_stemming=False))) == ["a", "b"]
+
+
+def test_stop_words_alone_match_nothing(db: Database) -> None:
+    assert db.collection("posts").search("the and in")["results"] == []
+
+
+def test_fuzzy_finds_typos_with_lower_scores_than_exact(db: Database) -> None:
+    posts = db.collection("posts")
+    assert ids(posts.search("pyhton")) == []
+    fuzzy = posts.search("pyhton", fuzzy=True, max_edit_distance=2)
+    assert ids(fuzzy) == ["b"]
+    exact = posts.search("python")
+    assert fuzzy["results"][0]["score"] < exact["results"][0]["score"]
+    assert ids(posts.search("pyhton", fuzzy=True, max_edit_distance=1)) == []  # transposition = 2
+
+
+def test_case_sensitive_search(db: Database) -> None:
+    posts = db.collection("posts")
+    assert ids(posts.search("rust", case_sensitive=True)) == []
+    assert ids(posts.search("Rust", case_sensitive=True)) == ["a"]
+    assert ids(posts.search("rust")) == ["a"]
+
+
+def test_fields_and_weights_change_the_order(db: Database) -> None:
+    posts = db.collection("posts")
+    assert ids(posts.search("water", fields="title")) == []
+    assert ids(posts.search("database", fields=["title"])) == ["b", "a"]
+    # body-only match ('c', 'd' both mention water once); weights flip a title/body tie
+    posts.insert({"id": "f", "title": "water", "body": "nothing relevant"})
+    assert ids(posts.search("water", weights="title:5.0"))[0] == "f"
+    assert ids(posts.search("water", weights={"title": 0.01, "body": 1.0}))[-1] == "f"
+
+
+def test_boost_exact_prefers_the_verbatim_phrase(db: Database) -> None:
+    posts = db.collection("posts")
+    posts.insert({"id": "g", "title": "x", "body": "text search and full documents"})
+    plain = ids(posts.search("full text search"))
+    boosted = ids(posts.search("full text search", boost_exact=True))
+    assert boosted[0] == "e" and set(plain) == set(boosted)
+
+
+def test_filters_apply_before_ranking_and_min_score_and_limit_cut(db: Database) -> None:
+    posts = db.collection("posts")
+    newer = {"type": "Condition", "content": {"field": "year", "operator": "Gte", "value": 2021}}
+    out = posts.search("database", filters=newer)
+    assert ids(out) == ["b"] and out["total"] == 1
+    top = posts.search("database")["results"][0]["score"]
+    assert ids(posts.search("database", min_score=top)) == ["b"]
+    assert ids(posts.search("database water", limit=1)) == ["b"]
+    assert posts.search("database water", limit=1)["total"] == 4
+
+
+def test_projections_apply_to_result_records(db: Database) -> None:
+    out = db.collection("posts").search("cooking", select_fields=["title"])
+    assert out["results"][0]["record"] == {"id": "d", "title": "Cooking"}
+    out = db.collection("posts").search("cooking", exclude_fields="body,year")
+    assert out["results"][0]["record"] == {"id": "d", "title": "Cooking"}
+
+
+def test_updates_deletes_and_transactions_are_reflected(db: Database) -> None:
+    posts = db.collection("posts")
+    assert ids(posts.search("pasta")) == ["d"]
+    posts.update("d", {"body": "Grilled fish"})
+    assert ids(posts.search("pasta")) == []
+    assert ids(posts.search("fish")) == ["d"]
+    posts.delete("d")
+    assert ids(posts.search("fish")) == []
+    tx = db.transaction()
+    tx.insert("posts", {"id": "t", "title": "transactional pasta"})
+    assert ids(posts.search("pasta")) == []  # staged, not visible
+    tx.commit()
+    assert ids(posts.search("pasta")) == ["t"]
+    assert state_for(posts).text.check() == []
+
+
+def test_index_is_rebuilt_from_records_after_reopen(tmp_path: Path) -> None:
+    with Database.open(tmp_path / "docs") as db:
+        posts = db.collection("posts")
+        posts.insert_many([dict(r) for r in CORPUS])
+        assert ids(posts.search("database")) == ["b", "a"]
+        posts.delete("b")
+        posts.insert({"id": "z", "body": "late database"})
+    with Database.open(tmp_path / "docs") as db:
+        assert sorted(ids(db.collection("posts").search("database"))) == ["a", "z"]
+
+
+def test_schema_text_index_limits_fields_and_language(tmp_path: Path) -> None:
+    with Database.open(tmp_path / "docs") as db:
+        db.create_collection("notes", {"fields": {
+            "title": {"field_type": "String", "index": {"type": "text", "language": "english"}},
+            "tag": {"field_type": "String"}}})
+        notes = db.collection("notes")
+        notes.insert({"id": "n1", "title": "alpha", "tag": "beta"})
+        assert ids(notes.search("alpha")) == ["n1"]
+        assert ids(notes.search("beta")) == []  # tag has no text index
