@@ -55,7 +55,7 @@ class PendingCommit:
             keys = [record_key(w.collection, w.id) for w in writes]
             self.existed = [v is not None for v in db.kv.get_many(keys)]
         else:
-            self.existed = [w.fields is not None for w in writes]
+            self.existed = [True] * len(writes)  # puts reported as updates
 
     def publish(self) -> None:
         groups: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = {}

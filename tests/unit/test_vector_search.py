@@ -1,0 +1,141 @@
+"""Vector search: hnsw recall against exact flat, metrics, dimension rules, deletes and
+updates reflected, filters, thresholds, and hybrid text + vector fusion."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tuffdb.documents import Database, Vector
+from tuffdb.documents.vector.flat import FlatIndex
+from tuffdb.documents.vector.hnsw import HnswIndex
+from tuffdb.errors import IntegrityError
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    d = Database.open(tmp_path / "docs")
+    yield d
+    assert d.check() == []
+    d.close()
+
+
+def ids(result: dict) -> list[str]:
+    return [r["record"]["id"] for r in result["results"]]
+
+
+def test_hnsw_recall_at_10_is_at_least_095_against_flat_on_20000_vectors() -> None:
+    rng = np.random.default_rng(42)
+    data = rng.standard_normal((20_000, 128)).astype(np.float32)
+    flat, hnsw = FlatIndex("cosine", 128), HnswIndex("cosine", 128, m=16, ef_construction=200)
+    items = [(str(i), data[i]) for i in range(len(data))]
+    hnsw.add_many(items)
+    for rid, v in items:
+        flat.add(rid, v)
+    queries = rng.standard_normal((100, 128)).astype(np.float32)
+    hits = sum(len({r for r, _ in flat.search(q, 10)} & {r for r, _ in hnsw.search(q, 10, ef_search=800)})
+               for q in queries)  # fmt: skip
+    assert hits / (10 * len(queries)) >= 0.95
+
+
+@pytest.mark.parametrize("index_cls", [FlatIndex, HnswIndex])
+@pytest.mark.parametrize("metric", ["cosine", "euclidean", "dotproduct"])
+def test_metrics_rank_alike_in_both_algorithms(index_cls: type, metric: str) -> None:
+    idx = index_cls(metric, 2)
+    for rid, v in {"x": [1.0, 0.0], "y": [0.0, 1.0], "xy": [0.7, 0.7], "far": [5.0, 0.1]}.items():
+        idx.add(rid, v)
+    best = idx.search([1.0, 0.05], 4)
+    order = [r for r, _ in best]
+    scores = [s for _, s in best]
+    assert scores == sorted(scores, reverse=True)
+    assert order[0] == {"cosine": "far", "euclidean": "x", "dotproduct": "far"}[metric] or (
+        metric == "cosine" and order[0] in ("x", "far"))
+    if metric == "euclidean":
+        assert 0 < scores[-1] <= scores[0] <= 1.0
+
+
+@pytest.mark.parametrize("index_cls", [FlatIndex, HnswIndex])
+def test_deletes_updates_and_reinserts_are_reflected(index_cls: type) -> None:
+    idx = index_cls("euclidean", 2)
+    idx.add("a", [0.0, 0.0])
+    idx.add("b", [1.0, 1.0])
+    assert idx.search([0.0, 0.0], 1)[0][0] == "a"
+    idx.remove("a")
+    assert [r for r, _ in idx.search([0.0, 0.0], 5)] == ["b"]
+    idx.add("b", [9.0, 9.0])
+    idx.add("a", [0.1, 0.1])
+    assert [r for r, _ in idx.search([0.0, 0.0], 5)] == ["a", "b"]
+    assert len(idx) == 2
+    assert [r for r, _ in idx.search([0.0, 0.0], 5, allowed={"b"})] == ["b"]
+
+
+def test_schema_dimension_is_enforced_on_write(db: Database) -> None:
+    db.create_collection("emb", {"fields": {"v": {"field_type": "Vector", "index": {
+        "type": "vector", "algorithm": "hnsw", "metric": "cosine", "dimension": 3}}}})
+    emb = db.collection("emb")
+    emb.insert({"id": "ok", "v": Vector([1, 0, 0])})
+    with pytest.raises(IntegrityError, match="3"):
+        emb.insert({"id": "bad", "v": Vector([1, 0])})
+    assert emb.load("bad") is None
+    with pytest.raises(IntegrityError):
+        emb.search("", vector=[1.0, 0.0])
+
+
+def test_dimension_is_fixed_by_the_first_vector_without_a_schema_dimension(db: Database) -> None:
+    db.create_collection("emb", {"fields": {"v": {"field_type": "Vector", "index": {
+        "type": "vector", "algorithm": "flat", "metric": "euclidean"}}}})
+    emb = db.collection("emb")
+    emb.insert({"id": "first", "v": Vector([1, 2])})
+    with pytest.raises(IntegrityError):
+        emb.insert({"id": "second", "v": Vector([1, 2, 3])})
+
+
+def test_collection_vector_search_with_k_threshold_filters_and_updates(db: Database) -> None:
+    docs = db.collection("docs")
+    docs.insert_many([{"id": f"r{i}", "n": i, "emb": Vector([1.0, i / 10])} for i in range(10)])
+    out = docs.search("", vector=[1.0, 0.0], vector_k=3, vector_metric="euclidean")
+    assert ids(out) == ["r0", "r1", "r2"]
+    assert out["results"][0]["matched_fields"] == ["emb"]
+    odd = {"type": "Condition", "content": {"field": "n", "operator": "In", "value": [3, 5, 7]}}
+    assert ids(docs.search("", vector=[1.0, 0.0], vector_metric="euclidean", filters=odd)) == [
+        "r3", "r5", "r7"]
+    close = docs.search("", vector=[1.0, 0.0], vector_metric="euclidean", vector_threshold=0.85)
+    assert ids(close) == ["r0", "r1"]
+    docs.update("r9", {"emb": Vector([1.0, 0.0])})
+    docs.delete("r0")
+    assert ids(docs.search("", vector=[1.0, 0.0], vector_k=2, vector_metric="euclidean")) == [
+        "r9", "r1"]
+
+
+def test_hybrid_fusion_follows_text_and_vector_weights(db: Database) -> None:
+    docs = db.collection("docs")
+    docs.insert_many([
+        {"id": "text", "body": "solar panels solar energy", "emb": Vector([0.0, 1.0])},
+        {"id": "vec", "body": "wind", "emb": Vector([1.0, 0.0])},
+        {"id": "both", "body": "solar wind turbines hydro", "emb": Vector([0.6, 0.8])},
+    ])
+    q = {"vector": [1.0, 0.0], "vector_field": "emb", "vector_k": 3}
+    text_heavy = ids(docs.search("solar", text_weight=0.9, vector_weight=0.1, **q))
+    vec_heavy = ids(docs.search("solar", text_weight=0.1, vector_weight=0.9, **q))
+    assert text_heavy[0] == "text" and vec_heavy[0] == "vec"
+    balanced = docs.search("solar", **q)
+    assert ids(balanced)[0] == "both"
+    assert balanced["results"][0]["matched_fields"] == ["body", "emb"]
+
+
+def test_vector_search_survives_reopen(tmp_path: Path) -> None:
+    schema = {"fields": {"v": {"field_type": "Vector", "index": {
+        "type": "vector", "algorithm": "hnsw", "metric": "cosine"}}}}
+    with Database.open(tmp_path / "docs") as db:
+        db.create_collection("emb", schema)
+        emb = db.collection("emb")
+        emb.insert_many([{"id": f"p{i}", "v": Vector([1.0, float(i)])} for i in range(5)])
+        emb.delete("p0")
+    with Database.open(tmp_path / "docs") as db:
+        out = db.collection("emb").search("", vector=[1.0, 0.0], vector_k=2)
+        assert ids(out) == ["p1", "p2"]
+        with pytest.raises(IntegrityError):
+            db.collection("emb").insert({"v": Vector([1.0, 2.0, 3.0])})
