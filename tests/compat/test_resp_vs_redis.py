@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tuffdb.server.resp._process import ServerProcess, redis_server_path, start_redis, start_tuffdb
 
@@ -229,3 +231,66 @@ def test_pubsub_message_frames_match_redis(servers: tuple[int, int]) -> None:
                 c.close()
         results.append(steps)
     assert results[0] == results[1]
+
+
+# -- differential testing: random command sequences, every reply compared ------------------
+KEYS_ST = st.sampled_from(["a", "b", "h", "n"])
+FIELDS_ST = st.sampled_from(["f", "g", "x"])
+VALUES_ST = st.sampled_from(["", "1", "-7", "2.5", "abc", "9223372036854775807", "0.1", "x y"])
+INTS_ST = st.sampled_from(["0", "1", "-1", "5", "100", "x", "9223372036854775807"])
+COMMAND_ST = st.one_of(
+    st.tuples(st.just("SET"), KEYS_ST, VALUES_ST),
+    st.tuples(st.just("SET"), KEYS_ST, VALUES_ST, st.sampled_from(["NX", "XX", "GET"])),
+    st.tuples(st.just("GET"), KEYS_ST),
+    st.tuples(st.just("GETDEL"), KEYS_ST),
+    st.tuples(st.just("APPEND"), KEYS_ST, VALUES_ST),
+    st.tuples(st.just("STRLEN"), KEYS_ST),
+    st.tuples(st.just("INCRBY"), KEYS_ST, INTS_ST),
+    st.tuples(st.just("DECR"), KEYS_ST),
+    st.tuples(st.just("INCRBYFLOAT"), KEYS_ST, VALUES_ST),
+    st.tuples(st.just("GETRANGE"), KEYS_ST, INTS_ST, INTS_ST),
+    st.tuples(st.just("SETRANGE"), KEYS_ST, st.sampled_from(["0", "2", "-1"]), VALUES_ST),
+    st.tuples(st.just("MSET"), KEYS_ST, VALUES_ST, KEYS_ST, VALUES_ST),
+    st.tuples(st.just("MSETNX"), KEYS_ST, VALUES_ST, KEYS_ST, VALUES_ST),
+    st.tuples(st.just("MGET"), KEYS_ST, KEYS_ST),
+    st.tuples(st.just("DEL"), KEYS_ST, KEYS_ST),
+    st.tuples(st.just("EXISTS"), KEYS_ST, KEYS_ST),
+    st.tuples(st.just("TYPE"), KEYS_ST),
+    st.tuples(st.just("RENAME"), KEYS_ST, KEYS_ST),
+    st.tuples(st.just("RENAMENX"), KEYS_ST, KEYS_ST),
+    st.tuples(st.just("EXPIRE"), KEYS_ST, st.sampled_from(["100", "-1", "x"])),
+    st.tuples(st.just("TTL"), KEYS_ST),
+    st.tuples(st.just("PERSIST"), KEYS_ST),
+    st.tuples(st.just("HSET"), KEYS_ST, FIELDS_ST, VALUES_ST),
+    st.tuples(st.just("HSETNX"), KEYS_ST, FIELDS_ST, VALUES_ST),
+    st.tuples(st.just("HGET"), KEYS_ST, FIELDS_ST),
+    st.tuples(st.just("HDEL"), KEYS_ST, FIELDS_ST),
+    st.tuples(st.just("HINCRBY"), KEYS_ST, FIELDS_ST, INTS_ST),
+    st.tuples(st.just("HINCRBYFLOAT"), KEYS_ST, FIELDS_ST, VALUES_ST),
+    st.tuples(st.just("HGETALL"), KEYS_ST),
+    st.tuples(st.just("HLEN"), KEYS_ST),
+    st.tuples(st.just("HEXISTS"), KEYS_ST, FIELDS_ST),
+    st.tuples(st.just("DBSIZE")),
+    st.tuples(st.just("SETNX"), KEYS_ST, VALUES_ST),
+    st.tuples(st.just("GETSET"), KEYS_ST, VALUES_ST),
+    st.tuples(st.just("GETEX"), KEYS_ST, st.sampled_from(["PERSIST", "EX", "FOO"]), INTS_ST),
+    st.tuples(st.just("SET"), KEYS_ST, VALUES_ST, st.sampled_from(["EX", "PX", "KEEPTTL"]),
+              INTS_ST),
+    st.tuples(st.just("EXPIRE"), KEYS_ST, st.sampled_from(["50", "200"]),
+              st.sampled_from(["NX", "XX", "GT", "LT"])),
+    st.tuples(st.just("HMGET"), KEYS_ST, FIELDS_ST, FIELDS_ST),
+    st.tuples(st.sampled_from(["HKEYS", "HVALS"]), KEYS_ST),
+    st.tuples(st.just("HSTRLEN"), KEYS_ST, FIELDS_ST),
+    st.tuples(st.just("HSET"), KEYS_ST, FIELDS_ST, VALUES_ST, FIELDS_ST, VALUES_ST),
+    st.tuples(st.just("WATCH"), KEYS_ST),
+    st.tuples(st.just("UNWATCH")),
+    st.tuples(st.sampled_from(["MULTI", "EXEC", "DISCARD"])),
+)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(script=st.lists(COMMAND_ST, min_size=1, max_size=25))
+def test_random_command_sequences_reply_like_redis(servers: tuple[int, int],
+                                                  script: list[tuple[str, ...]]) -> None:
+    compare(servers, [*script, ("DISCARD",)])

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.common import INT64_MAX, INT64_MIN, put_keep_ttl, to_int
-from tuffdb.server.resp.commands.numbers import add_and_format
+from tuffdb.server.resp.commands.numbers import add_and_format, parse_long_double
 from tuffdb.server.resp.glob import compile_glob
 from tuffdb.server.resp.table import SYNTAX, WRONGTYPE, CommandError, command
 from tuffdb.server.resp.values import HASH_TAG, decode_hash, encode_hash
@@ -157,6 +159,8 @@ def hincrby(c: Conn, a: list[bytes]) -> bytes:
 @command("hincrbyfloat", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.6.0")
 def hincrbyfloat(c: Conn, a: list[bytes]) -> bytes:
     """Add a floating-point number to a hash field."""
+    if not np.isfinite(parse_long_double(a[3])):  # Redis checks the increment first
+        raise CommandError("ERR value is NaN or Infinity")
     fields = load(c, a[1])
     existed = fields is not None
     fields = fields or {}

@@ -79,6 +79,8 @@ def _expire(  # noqa: C901, PLR0912  (Redis option parsing)
     if unit_ms == 1000 and not -INT64_MAX // 1000 <= n <= INT64_MAX // 1000:
         raise CommandError(f"ERR invalid expire time in '{cmd}' command")
     ms = n * unit_ms
+    if not absolute and ms > INT64_MAX - time.time_ns() // 1_000_000:
+        raise CommandError(f"ERR invalid expire time in '{cmd}' command")
     seconds = ms / 1000 - time.time() if absolute else ms / 1000
     key, store = a[1], c.store
     if not store.exists(key):

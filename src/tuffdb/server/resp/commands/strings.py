@@ -46,6 +46,8 @@ def expire_seconds(unit: bytes, raw: bytes, cmd: str) -> float:
     ms = n * 1000 if seconds else n
     if unit in (b"exat", b"pxat"):
         return ms / 1000 - time.time()
+    if ms > INT64_MAX - time.time_ns() // 1_000_000:  # Redis: now + ms overflows int64
+        raise CommandError(f"ERR invalid expire time in '{cmd}' command")
     return ms / 1000
 
 
@@ -179,11 +181,11 @@ def getex(c: Conn, a: list[bytes]) -> bytes:
         else:
             raise CommandError(SYNTAX)
         i += 1
-    ttl = expire_seconds(*expire, "getex") if expire else None
     key = a[1]
-    value = get_string(c, key)
+    value = get_string(c, key)  # Redis: syntax, then absent/WRONGTYPE, then the time
     if value is None:
         return c.enc.null
+    ttl = expire_seconds(*expire, "getex") if expire else None
     if expire is not None:
         if ttl is None or ttl <= 0:
             c.store.delete(key, sync=False)  # EXAT/PXAT in the past
