@@ -294,3 +294,38 @@ COMMAND_ST = st.one_of(
 def test_random_command_sequences_reply_like_redis(servers: tuple[int, int],
                                                   script: list[tuple[str, ...]]) -> None:
     compare(servers, [*script, ("DISCARD",)])
+
+
+@settings(max_examples=75, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(script=st.lists(COMMAND_ST, min_size=1, max_size=25))
+def test_random_command_sequences_reply_like_redis_in_resp3(servers: tuple[int, int],
+                                                           script: list[tuple[str, ...]]) -> None:
+    compare(servers, [("HELLO", "3"), *script, ("DISCARD",)])
+
+
+def run_pipelined(port: int, script: list[tuple[str, ...]]) -> bytes:
+    """Send the whole script in one write (one batch on our side) and read every reply."""
+    c = RawClient(port)
+    try:
+        c.call("FLUSHALL")
+        payload = b"".join(
+            b"*%d\r\n" % len(cmd) + b"".join(b"$%d\r\n%b\r\n" % (len(p), p)
+                                             for p in (a.encode() for a in cmd))
+            for cmd in script)
+        c.sock.sendall(payload)
+        pos = 0
+        for _ in script:
+            pos = c._frame_end(pos)  # noqa: SLF001
+        return c.buf[:pos]
+    finally:
+        c.close()
+
+
+@settings(max_examples=75, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(script=st.lists(COMMAND_ST, min_size=1, max_size=40))
+def test_pipelined_random_sequences_reply_like_redis(servers: tuple[int, int],
+                                                    script: list[tuple[str, ...]]) -> None:
+    full = [*script, ("DISCARD",)]
+    assert run_pipelined(servers[0], full) == run_pipelined(servers[1], full)

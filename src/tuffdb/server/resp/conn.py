@@ -224,7 +224,7 @@ class Conn(asyncio.Protocol):
         self.close_now()
 
     # -- dispatch -------------------------------------------------------------------
-    def execute(self, args: list[bytes]) -> bytes:  # noqa: PLR0911
+    def execute(self, args: list[bytes]) -> bytes:  # noqa: C901, PLR0911
         name = args[0].lower()
         spec = TABLE.get(name)
         if spec is None:
