@@ -93,6 +93,7 @@ class RespServer:
         self._stopped = False
         self._pending_durable: asyncio.Future[None] | None = None
         self._durable_in_flight = False
+        self.key_count_cache: tuple[float, int, int] | None = None  # INFO keyspace
 
     # -- durability -----------------------------------------------------------------
     @property

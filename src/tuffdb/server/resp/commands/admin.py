@@ -36,6 +36,7 @@ def _flush(c: Conn, a: list[bytes]) -> bytes:
         raise CommandError("ERR syntax error")
     store = c.store
     c.srv.touch_existing()
+    c.srv.key_count_cache = None
     batch: list[bytes] = list(store)
     for i in range(0, len(batch), 4096):
         store.delete_many(batch[i : i + 4096], sync=False)
@@ -220,6 +221,15 @@ def _rss() -> int:
         return 0
 
 
+def _engine_stats(srv: RespServer) -> dict[str, object]:
+    wanted = ("hot_bytes", "hot_segments", "cold_segments", "disk_bytes", "cache_bytes")
+    try:
+        stats = srv.store.stats()
+    except Exception:  # noqa: BLE001  (INFO must answer even if the engine cannot)
+        return {}
+    return {k: stats[k] for k in wanted if k in stats}
+
+
 def _sections(c: Conn) -> dict[str, list[tuple[str, object]]]:
     srv = c.srv
     now = time.time()
@@ -243,6 +253,7 @@ def _sections(c: Conn) -> dict[str, list[tuple[str, object]]]:
                    ("maxmemory", 0), ("maxmemory_policy", "noeviction")],
         "persistence": [("loading", 0), ("aof_enabled", 1),
                         ("appendfsync", srv.appendfsync),
+                        *((f"tuffdb_{k}", v) for k, v in _engine_stats(srv).items()),
                         ("rdb_last_save_time", srv.last_save),
                         ("aof_last_write_status", "err" if srv.degraded else "ok")],
         "stats": [("total_connections_received", srv.stats["connections"]),
@@ -258,6 +269,21 @@ def _sections(c: Conn) -> dict[str, list[tuple[str, object]]]:
     return sections
 
 
+_KEY_COUNT_TTL_S = 1.0
+
+
+def _key_counts(srv: RespServer) -> tuple[int, int]:
+    """(keys, keys with a TTL). Counting keys is O(n) in this engine, so monitoring
+    tools calling INFO in a loop get a count at most one second old."""
+    now = time.monotonic()
+    cached = srv.key_count_cache
+    if cached is None or now - cached[0] > _KEY_COUNT_TTL_S:
+        n = len(srv.store)
+        expires = int(srv.store.stats().get("ttl_keys", 0))
+        cached = srv.key_count_cache = (now, n, min(expires, n))
+    return cached[1], cached[2]
+
+
 @command("info", -1, "loading stale", group="server")
 def info(c: Conn, a: list[bytes]) -> bytes:
     """Server facts in Redis's INFO format."""
@@ -271,8 +297,8 @@ def info(c: Conn, a: list[bytes]) -> bytes:
         if fields is None:
             continue
         if name == "keyspace":
-            n = len(c.store)
-            fields = [("db0", f"keys={n},expires=0,avg_ttl=0")] if n else []
+            n, expires = _key_counts(c.srv)
+            fields = [("db0", f"keys={n},expires={expires},avg_ttl=0")] if n else []
         out.append(f"# {name.capitalize()}\r\n")
         out.extend(f"{k}:{v}\r\n" for k, v in fields)
         out.append("\r\n")
