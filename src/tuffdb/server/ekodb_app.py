@@ -114,11 +114,19 @@ class App:
         self.transactions: dict[str, Transaction] = {}
         self.routes: list[tuple[str, tuple[str, ...], Handler, str]] = []
         self._windows: dict[str, tuple[int, int]] = {}
-        from tuffdb.server import ekodb_admin, ekodb_data, ekodb_search  # noqa: PLC0415 - they import App
+        from tuffdb.server import (  # noqa: PLC0415 - they import App
+            ekodb_admin,
+            ekodb_data,
+            ekodb_search,
+            ekodb_sse,
+            ekodb_ws,
+        )
 
         ekodb_data.register(self)
         ekodb_admin.register(self)
         ekodb_search.register(self)
+        ekodb_sse.register(self)
+        ekodb_ws.register(self)
 
     def route(self, method: str, path: str, handler: Handler, access: str) -> None:
         """``access``: open | read | write | admin | auth (any valid token)."""

@@ -92,6 +92,8 @@ class HttpProtocol(asyncio.Protocol):
         self._refused: Response | None = None
         self._closing = False
         self.peer = ""
+        self.upgraded: bytearray | None = None  # bytes after an Upgrade request (WebSocket)
+        self.raw_sink: Callable[[bytes | None], None] | None = None  # set by a Takeover
 
     # --- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -101,16 +103,24 @@ class HttpProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:  # noqa: ARG002 - asyncio.Protocol signature
         self._closing = True
+        if self.raw_sink is not None:
+            self.raw_sink(None)
         if self.task is not None and not self.task.done():
             self.task.cancel()
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
+        if self.upgraded is not None:  # the connection left HTTP: bytes belong to the stream
+            if self.raw_sink is not None:
+                self.raw_sink(data)
+            else:
+                self.upgraded += data
+            return
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._fail(error_response(400, "protocol upgrades are not served on this path"))
+        except httptools.HttpParserUpgrade as exc:
+            self.upgraded = bytearray(data[exc.args[0]:] if exc.args else b"")
         except httptools.HttpParserError as exc:
             self._fail(self._refused or error_response(400, f"malformed HTTP request: {exc}"))
 
@@ -160,8 +170,13 @@ class HttpProtocol(asyncio.Protocol):
             transport = self.transport
             if transport is None or transport.is_closing():
                 return
+            takeover = getattr(resp, "takeover", None)
+            if takeover is not None:  # WebSocket / SSE (ekodb_ws.py, ekodb_sse.py) own it now
+                self.queue.clear()
+                await takeover(self)
+                return
             gz = "gzip" in req.headers.get("accept-encoding", "")
             transport.write(serialize(resp, keep_alive=req.keep_alive, gzip_ok=gz))
-            if not req.keep_alive:
+            if not req.keep_alive or self.upgraded is not None:
                 transport.close()
                 self._closing = True
