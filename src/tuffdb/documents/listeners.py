@@ -9,10 +9,11 @@ existed. After the batch is written, still under the database lock (so in commit
 order), ``publish()`` calls ``on_commit(collection, inserts, updates, deletes)`` once per
 collection touched: inserts and updates are full records (with ``id``), deletes are ids.
 
-Telling an insert from an update costs a read of every written key, so it is paid only
-while some listener sets ``needs_kinds`` (a watcher); otherwise every written record is
-passed in ``updates`` and ``inserts`` is empty. The database always carries one
-:class:`SearchHook`, which costs a dict lookup per batch until search is first used.
+Listeners say per collection whether they care (``interested``); a batch no listener
+cares about costs one dict per batch. Telling an insert from an update costs a read of
+every written key, so it is paid only while an interested listener sets ``needs_kinds``
+(a watcher); otherwise every written record is passed in ``updates`` and ``inserts`` is
+empty. The database always carries one :class:`SearchHook`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
 class CommitListener(Protocol):
     needs_kinds: bool
 
+    def interested(self, collection: str) -> bool:
+        """False: skip this listener for the collection (lets the write path stay lean)."""
+
     def validate(self, collection: str, records: list[dict[str, Any]]) -> None:
         """Raise to refuse a batch before anything is written."""
 
@@ -38,38 +42,52 @@ class CommitListener(Protocol):
 class PendingCommit:
     """One batch on its way through ``Database.apply``."""
 
-    __slots__ = ("db", "existed", "writes")
+    __slots__ = ("db", "existed", "groups", "writes")
 
     def __init__(self, db: Database, writes: list[Write]) -> None:
-        from tuffdb.documents.database import record_key  # noqa: PLC0415 - cycle
-
         self.db, self.writes = db, writes
-        by_coll: dict[str, list[dict[str, Any]]] = {}
+        # fast path: the usual batch touches one collection nobody listens to
+        self.groups: dict[str, list[Any]] = {}
         for w in writes:
-            if w.fields is not None:
-                by_coll.setdefault(w.collection, []).append({**w.fields, "id": w.id})
-        for listener in list(db.listeners):
-            for name, records in by_coll.items():
+            self.groups.setdefault(w.collection, [])
+        for name in list(self.groups):
+            listeners = [li for li in db.listeners if li.interested(name)]
+            if not listeners:
+                del self.groups[name]
+                continue
+            self.groups[name] = listeners
+            records = [{**w.fields, "id": w.id} for w in writes
+                       if w.collection == name and w.fields is not None]
+            for listener in listeners:
                 listener.validate(name, records)
-        if any(listener.needs_kinds for listener in db.listeners):
+        self.existed: list[bool] | None = None
+        if self.groups and any(li.needs_kinds for ls in self.groups.values() for li in ls):
+            from tuffdb.documents.database import record_key  # noqa: PLC0415 - cycle
+
             keys = [record_key(w.collection, w.id) for w in writes]
             self.existed = [v is not None for v in db.kv.get_many(keys)]
-        else:
-            self.existed = [True] * len(writes)  # puts reported as updates
 
     def publish(self) -> None:
-        groups: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = {}
-        for w, existed in zip(self.writes, self.existed, strict=True):
-            ins, upd, dels = groups.setdefault(w.collection, ([], [], []))
+        if not self.groups:
+            return
+        existed = self.existed or [True] * len(self.writes)  # puts reported as updates
+        kinds: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = {
+            name: ([], [], []) for name in self.groups}
+        for w, was in zip(self.writes, existed, strict=True):
+            group = kinds.get(w.collection)
+            if group is None:
+                continue
+            ins, upd, dels = group
             if w.fields is None:
-                if existed:
+                if was:
                     dels.append(w.id)
-            elif existed:
+            elif was:
                 upd.append({"id": w.id, **w.fields})
             else:
                 ins.append({"id": w.id, **w.fields})
-        for listener in list(self.db.listeners):
-            for name, (ins, upd, dels) in groups.items():
+        for name, listeners in self.groups.items():
+            ins, upd, dels = kinds[name]
+            for listener in listeners:
                 listener.on_commit(name, ins, upd, dels)
 
 
@@ -87,13 +105,16 @@ class SearchHook:
         self.db = db
         self.delegate: CommitListener | None = None
 
+    def interested(self, collection: str) -> bool:
+        if self.delegate is not None and self.delegate.interested(collection):
+            return True
+        coll = self.db._collections.get(collection)  # noqa: SLF001 - collections in use
+        schema = None if coll is None else coll.schema
+        return schema is not None and any(f.index and f.index.get("type") == "vector"
+                                          for f in schema.fields.values())
+
     def validate(self, collection: str, records: list[dict[str, Any]]) -> None:
         if self.delegate is None:
-            coll = self.db._collections.get(collection)  # noqa: SLF001 - collections in use
-            schema = None if coll is None else coll.schema
-            if schema is None or not any(f.index and f.index.get("type") == "vector"
-                                         for f in schema.fields.values()):
-                return
             from tuffdb.documents.search_index import attach  # noqa: PLC0415 - numpy on demand
 
             attach(self)

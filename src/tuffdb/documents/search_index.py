@@ -148,8 +148,14 @@ _STATES: weakref.WeakKeyDictionary[Collection, SearchState] = weakref.WeakKeyDic
 class SearchListener:
     """Keeps every built :class:`SearchState` of one database in step with its commits."""
 
+    needs_kinds = False
+
     def __init__(self, db: Database) -> None:
         self.db = db
+
+    def interested(self, collection: str) -> bool:
+        coll = self.db._collections.get(collection)  # noqa: SLF001
+        return coll is not None and coll in _STATES
 
     def _state(self, name: str, *, build: bool = False) -> SearchState | None:
         coll = self.db._collections.get(name)  # noqa: SLF001 - only collections in use have state

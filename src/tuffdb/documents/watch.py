@@ -141,9 +141,10 @@ class WatchHub:
         self.db = db
         self.subs: dict[str, list[Subscription]] = {}
 
-    @property
-    def needs_kinds(self) -> bool:
-        return bool(self.subs)
+    needs_kinds = True
+
+    def interested(self, collection: str) -> bool:
+        return collection in self.subs
 
     def validate(self, collection: str, records: list[dict[str, Any]]) -> None:
         pass
