@@ -31,7 +31,7 @@ EXACT_BOOST = 2.0  # boost_exact: factor for a field holding the whole query ver
 
 
 def _names(value: Any) -> list[str] | None:
-    if value is None or value == "" or value == []:
+    if value is None or value in ("", []):
         return None
     if isinstance(value, str):
         return [s.strip() for s in value.split(",") if s.strip()]
@@ -127,7 +127,7 @@ def search(coll: Collection, query: str = "", **options: Any) -> dict[str, Any]:
             records[rid] = rec
             text_hits[rid] = (s * _exact_boost(rec, fields, query.strip(), tq.case_sensitive),
                               fields)
-    if text_hits and vec_hits or (vector is not None and query.strip()):
+    if (text_hits and vec_hits) or (vector is not None and query.strip()):
         tw = float(o.get("text_weight", 0.5))
         vw = float(o.get("vector_weight", 0.5))
         top_text = max((s for s, _ in text_hits.values()), default=0.0) or 1.0
@@ -149,7 +149,7 @@ def search(coll: Collection, query: str = "", **options: Any) -> dict[str, Any]:
     scored.sort(key=lambda t: (-t[0], t[1]))
     total = len(scored)
     select, exclude = _names(o.get("select_fields")), _names(o.get("exclude_fields"))
-    results = []
+    results: list[dict[str, Any]] = []
     for score, rid, fields in scored:
         if len(results) >= limit:
             break

@@ -67,7 +67,7 @@ class VectorSlot:
         return arr.size
 
     def put(self, rid: str, record: dict[str, Any]) -> None:
-        value = record.get(self.field)
+        value: Any = record.get(self.field)
         if not is_vector(value):
             self.remove(rid)
             return
@@ -123,7 +123,7 @@ class SearchState:
         metric = check_metric(metric) if metric else (declared[0].metric if declared else "cosine")
         slot = self.vectors.get((field, metric))
         if slot is None:
-            spec = {"algorithm": "flat", "metric": metric}
+            spec: dict[str, Any] = {"algorithm": "flat", "metric": metric}
             if declared:
                 spec["dimension"] = declared[0].dimension
             slot = VectorSlot(field, spec, declared=False)

@@ -41,8 +41,8 @@ DEFAULT_MAX_BUFFERED = 10_000
 class Subscription:
     """One watcher; iterate it, or ``get(timeout)``; ``close()`` when done."""
 
-    def __init__(self, hub: WatchHub, collection: str, predicate: Callable[[dict[str, Any]], bool] | None,
-                 max_buffered: int) -> None:
+    def __init__(self, hub: WatchHub, collection: str,
+                 predicate: Callable[[dict[str, Any]], bool] | None, max_buffered: int) -> None:
         self.hub, self.collection, self.predicate = hub, collection, predicate
         self.max_buffered = max_buffered
         self.buffer: deque[tuple[dict[str, Any], int | None]] = deque()
@@ -160,9 +160,9 @@ class WatchHub:
         for kind, items in (("insert", inserts), ("update", updates), ("delete", deletes)):
             if not items:
                 continue
+            ids = [r if isinstance(r, str) else r["id"] for r in items]
             event: dict[str, Any] = {"collection": collection, "event": kind,
-                                     "record_ids": [r if kind == "delete" else r["id"] for r in items],
-                                     "timestamp": stamp}
+                                     "record_ids": ids, "timestamp": stamp}
             if kind != "delete":
                 event["records"] = items
             for sub in list(subs):

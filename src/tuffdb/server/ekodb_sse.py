@@ -66,14 +66,18 @@ def wire_event(app: App, event: dict[str, Any], perm: Permission | None) -> dict
     return out
 
 
-async def pump(app: App, sub: Subscription, send: Callable[[dict[str, Any]], Awaitable[bool]]) -> str:
+async def pump(app: App, sub: Subscription,
+               send: Callable[[dict[str, Any]], Awaitable[bool]]) -> str:
     """Forward ``sub``'s events to ``send`` until it returns False; returns why it stopped.
 
     ``send`` returns False when the peer is gone or too far behind.
     """
     loop = asyncio.get_running_loop()
     ready = asyncio.Event()
-    sub.notify = lambda: loop.call_soon_threadsafe(ready.set)
+    def wake() -> None:
+        loop.call_soon_threadsafe(ready.set)
+
+    sub.notify = wake
     kv = app.db.kv
     while True:
         try:

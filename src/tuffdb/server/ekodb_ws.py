@@ -96,7 +96,7 @@ class WsSession:
         response = self.ws.accept(request)
         self.ws.send_response(response)
         self.flush()
-        if response.status_code != 101 or self.proto.upgraded is None:  # noqa: PLR2004
+        if response.status_code != 101 or self.proto.upgraded is None:
             self.transport.close()
             return
         self.proto.raw_sink = self.on_bytes
@@ -171,7 +171,7 @@ class WsSession:
         req = Request("POST", b"/api/ws", {"content-type": "application/json"}, raw)
         return Ctx(req, {}, self.key, False)
 
-    def dispatch(self, kind: str, p: dict[str, Any]) -> Any:  # noqa: C901, PLR0911 - one case per message type
+    def dispatch(self, kind: str, p: dict[str, Any]) -> Any:  # noqa: C901, PLR0911, PLR0912 - one case per message type
         app = self.app
         app._check_access(self.key, "write" if kind in WRITES else "read")  # noqa: SLF001 - the app's own access rule
         c = p.get("collection") or p.get("name")
@@ -203,9 +203,11 @@ class WsSession:
             return data.batch_delete(app, self._ctx(body), c)
         if kind == "TextSearch":
             perm = app.perm(self._ctx(), c, "read")
-            return run_search(app, c, {"query": p.get("query", ""), **(p.get("options") or {})}, perm)
+            body = {"query": p.get("query", ""), **(p.get("options") or {})}
+            return run_search(app, c, body, perm)
         if kind == "DistinctValues":
-            return data.distinct(app, self._ctx({"filter": p.get("filter")}), c, str(p.get("field")))
+            ctx = self._ctx({"filter": p.get("filter")})
+            return data.distinct(app, ctx, c, str(p.get("field")))
         if kind == "UpdateWithAction":
             body = {"field": p.get("field"), "value": p.get("value")}
             return data.action(app, self._ctx(body), c, str(p.get("id")), str(p.get("action")))

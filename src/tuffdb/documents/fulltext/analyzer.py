@@ -20,22 +20,33 @@ if TYPE_CHECKING:
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 STOP_WORDS: dict[str, frozenset[str]] = {
-    "english": frozenset(
-        "a an and are as at be but by for if in into is it no not of on or such that the their "
-        "then there these they this to was will with from has have had were been being its our "
-        "we you your he she him her his them which who whom what when where why how all any "
-        "both each few more most other some so than too very can do does did i me my".split()),
-    "french": frozenset(
-        "au aux avec ce ces dans de des du elle en et eux il je la le les leur lui ma mais me "
-        "mes moi mon ne nos notre nous on ou par pas pour qu que qui sa se ses son sur ta te "
-        "tes toi ton tu un une vos votre vous est".split()),
-    "german": frozenset(
-        "aber als am an auch auf aus bei bin bis da das dass dem den der des die ein eine einem "
-        "einen einer es für hat ich ihr im in ist mit nicht noch oder sie sind so und von war "
-        "was wie wir zu zum zur".split()),
-    "spanish": frozenset(
-        "a al como con de del el en es la las lo los mas no o para pero por que se sin su sus "
-        "un una y ya".split()),
+    "english": frozenset([
+        "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into",
+        "is", "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then",
+        "there", "these", "they", "this", "to", "was", "will", "with", "from", "has", "have",
+        "had", "were", "been", "being", "its", "our", "we", "you", "your", "he", "she", "him",
+        "her", "his", "them", "which", "who", "whom", "what", "when", "where", "why", "how",
+        "all", "any", "both", "each", "few", "more", "most", "other", "some", "so", "than",
+        "too", "very", "can", "do", "does", "did", "i", "me", "my"
+    ]),
+    "french": frozenset([
+        "au", "aux", "avec", "ce", "ces", "dans", "de", "des", "du", "elle", "en", "et",
+        "eux", "il", "je", "la", "le", "les", "leur", "lui", "ma", "mais", "me", "mes", "moi",
+        "mon", "ne", "nos", "notre", "nous", "on", "ou", "par", "pas", "pour", "qu", "que",
+        "qui", "sa", "se", "ses", "son", "sur", "ta", "te", "tes", "toi", "ton", "tu", "un",
+        "une", "vos", "votre", "vous", "est"
+    ]),
+    "german": frozenset([
+        "aber", "als", "am", "an", "auch", "auf", "aus", "bei", "bin", "bis", "da", "das",
+        "dass", "dem", "den", "der", "des", "die", "ein", "eine", "einem", "einen", "einer",
+        "es", "für", "hat", "ich", "ihr", "im", "in", "ist", "mit", "nicht", "noch", "oder",
+        "sie", "sind", "so", "und", "von", "war", "was", "wie", "wir", "zu", "zum", "zur"
+    ]),
+    "spanish": frozenset([
+        "a", "al", "como", "con", "de", "del", "el", "en", "es", "la", "las", "lo", "los",
+        "mas", "no", "o", "para", "pero", "por", "que", "se", "sin", "su", "sus", "un", "una",
+        "y", "ya"
+    ]),
 }
 LANGUAGES = ("english", "french", "german", "spanish", "none")
 
@@ -102,8 +113,8 @@ def fuzzy_budget(term: str, max_edit_distance: int) -> int:
     Without this cap "cat" with distance 2 matches every three-letter word.
     """
     n = len(term)
-    if n < 3:  # noqa: PLR2004 - the rule above
+    if n < 3:
         return 0
-    if n < 6:  # noqa: PLR2004
+    if n < 6:
         return min(1, max_edit_distance)
     return max_edit_distance

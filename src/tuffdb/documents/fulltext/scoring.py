@@ -96,7 +96,7 @@ def _weight(q: TextQuery, field_name: str) -> float:
     return 1.0 if w is None else float(w)
 
 
-def bm25(index: TextIndex, q: TextQuery,
+def bm25(index: TextIndex, q: TextQuery,  # noqa: C901 - the BM25 loop nest, kept flat for speed
          allowed: set[str] | None = None) -> dict[str, tuple[float, set[str]]]:
     """``{record id: (score, matched fields)}`` for records matching any query term."""
     qterms = q.query_terms()
@@ -117,9 +117,10 @@ def bm25(index: TextIndex, q: TextQuery,
                     continue
                 n = len(plist)
                 idf = math.log(1.0 + (n_docs - n + 0.5) / (n + 0.5))
-                for rid, tf in plist.items():
+                for rid, count in plist.items():
                     if allowed is not None and rid not in allowed:
                         continue
+                    tf = count
                     if q.case_sensitive:
                         raw = index.docs[rid][fname]
                         tf = sum(c for tok, c in raw.items()

@@ -70,8 +70,8 @@ _STEP4 = ("al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "men
           "ion", "ou", "ism", "ate", "iti", "ous", "ive", "ize")
 
 
-def _step1(w: str) -> str:
-    if w.endswith("sses") or w.endswith("ies"):
+def _step1(w: str) -> str:  # noqa: C901 - Porter step 1a-1c, one rule per branch
+    if w.endswith(("sses", "ies")):
         w = w[:-2]
     elif w.endswith("s") and not w.endswith("ss"):
         w = w[:-1]

@@ -77,13 +77,13 @@ class FlatIndex:
     def scores(self, query: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         m = self.matrix[: len(self.ids)] if rows is None else self.matrix[rows]
         if self.metric == "cosine":
-            return m @ _normalised(query)
-        dots = m @ query
+            return np.asarray(m @ _normalised(query))
+        dots = np.asarray(m @ query)
         if self.metric == "dotproduct":
             return dots
         sq = (self.sq_norms[: len(self.ids)] if rows is None else self.sq_norms[rows])
         dist = np.sqrt(np.maximum(sq - 2.0 * dots + float(query @ query), 0.0))
-        return 1.0 / (1.0 + dist)
+        return np.asarray(1.0 / (1.0 + dist))
 
     def search(self, query: object, k: int, *, allowed: Collection[str] | None = None,
                ef_search: int | None = None) -> list[tuple[str, float]]:  # noqa: ARG002 - same signature as HnswIndex

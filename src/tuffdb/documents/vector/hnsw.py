@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-import hnswlib
+import hnswlib  # type: ignore[import-untyped]
 import numpy as np
 
 from tuffdb.documents.vector import as_vector, check_metric
@@ -30,8 +30,9 @@ DEFAULT_EF_SEARCH = 64
 class HnswIndex:
     algorithm = "hnsw"
 
-    def __init__(self, metric: str, dimension: int, *, m: int = 16, ef_construction: int = 200,
-                 ef_search: int | None = None, capacity: int = 1024) -> None:
+    def __init__(self, metric: str, dimension: int, *, m: int = 16,  # noqa: PLR0913 - hnsw knobs
+                 ef_construction: int = 200, ef_search: int | None = None,
+                 capacity: int = 1024) -> None:
         self.metric = check_metric(metric)
         self.dimension = dimension
         self.ef_search = ef_search or DEFAULT_EF_SEARCH
@@ -89,8 +90,8 @@ class HnswIndex:
 
     def _score(self, distances: np.ndarray) -> np.ndarray:
         if self.metric == "euclidean":
-            return 1.0 / (1.0 + np.sqrt(np.maximum(distances, 0.0)))
-        return 1.0 - distances  # cosine: 1 - cos; ip: 1 - dot
+            return np.asarray(1.0 / (1.0 + np.sqrt(np.maximum(distances, 0.0))))
+        return np.asarray(1.0 - distances)  # cosine: 1 - cos; ip: 1 - dot
 
     def search(self, query: object, k: int, *, allowed: Collection[str] | None = None,
                ef_search: int | None = None) -> list[tuple[str, float]]:
