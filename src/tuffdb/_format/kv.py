@@ -44,8 +44,9 @@ BLOCK_INDEX_ENTRY_SIZE = 16
 HINT_HEAD = struct.Struct("<II")
 
 # In-memory location of a cold value, one int:
-#   segment id << 64 | block no << 48 | value offset in block << 28 | value length
+#   segment id << 80 | block no << 48 | value offset in block << 28 | value length
 OFFSET_BITS = 20
 BLOCK_SHIFT = 48
-MAX_BLOCKS_PER_SEGMENT = 1 << 16
-SEGMENT_SHIFT = 64
+BLOCK_BITS = 32
+MAX_BLOCKS_PER_SEGMENT = 1 << BLOCK_BITS
+SEGMENT_SHIFT = BLOCK_SHIFT + BLOCK_BITS

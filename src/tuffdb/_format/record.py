@@ -121,6 +121,22 @@ def scan_frames(buf: bytes, start: int = 0, end: int | None = None) -> ScanResul
     return ScanResult(frames, pos, committed, error)
 
 
+def decode_single_frame(buf: bytes) -> tuple[int, int, bytes]:
+    """(kind, flags, payload) of a buffer holding exactly one frame, or ValueError.
+
+    The hot read path of cold blocks: no list, no scan, one CRC.
+    """
+    if len(buf) < FRAME_SIZE:
+        raise ValueError(f"torn frame header ({len(buf)} of {FRAME_SIZE} bytes)")
+    crc, length, kind, flags = FRAME.unpack_from(buf, 0)
+    if kind == 0 or FRAME_SIZE + length != len(buf) or flags & ~KNOWN_FLAGS:
+        raise ValueError(f"bad frame header (kind {kind}, length {length}, flags {flags})")
+    payload = buf[FRAME_SIZE:]
+    if crc32c_extend(crc32c(buf[LENGTH_OFFSET:FRAME_SIZE]), payload) != crc:
+        raise ValueError("checksum mismatch")
+    return kind, flags, payload
+
+
 def read_frame_at(buf: bytes, pos: int) -> Frame:
     """Decode exactly one frame at ``pos`` or raise ``ValueError`` saying why."""
     res = scan_frames(buf, pos, None)

@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 from tuffdb import metrics
+from tuffdb._format.kv import SEGMENT_SHIFT
 from tuffdb.errors import ClosedError
 from tuffdb.kv import merge
 from tuffdb.kv.cold import write_segment
@@ -119,7 +120,7 @@ def account_dead(store: KVStore, olds: list[int | None]) -> None:
     cold = store._cold
     for o in olds:
         if o is not None:
-            s = cold.get(o >> 64)
+            s = cold.get(o >> SEGMENT_SHIFT)
             if s is not None:
                 s.live_bytes -= o & _VALUE_MASK
 
@@ -129,7 +130,7 @@ def recount_live_bytes(store: KVStore) -> None:
         live: dict[int, int] = {}
         get = live.get
         for loc in list(store._keydir.values()):
-            sid = loc >> 64
+            sid = loc >> SEGMENT_SHIFT
             live[sid] = get(sid, 0) + (loc & _VALUE_MASK)
         for s in store._cold_order:
             s.live_bytes = live.get(s.id, 0)

@@ -18,13 +18,15 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, repeat
+from operator import add, mul
 from pathlib import Path
 
 import numpy as np
 
 from tuffdb._format.checksum import crc32c
 from tuffdb._format.kv import (
+    BLOCK_BITS,
     BLOCK_INDEX_DTYPE,
     BLOCK_SHIFT,
     HINT_HEAD,
@@ -43,7 +45,7 @@ from tuffdb._format.kv import (
     TRAILER_SIZE,
     VALUE_BITS,
 )
-from tuffdb._format.record import FRAME_SIZE, Flag, Kind, frame_header, scan_frames
+from tuffdb._format.record import FRAME_SIZE, Flag, Kind, decode_single_frame, frame_header, scan_frames
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE, FileKind, SegmentHeader, unpack_header
 from tuffdb.errors import CorruptionError
 from tuffdb.kv.records import iter_records
@@ -69,21 +71,18 @@ class Entries:
     ttl: dict[int, int] = field(default_factory=dict)  # entry index -> expiry ms
 
     def locations(self, seg_id: int) -> list[int]:
-        low = (
-            (self.blocks.astype(np.uint64) << np.uint64(BLOCK_SHIFT))
-            | (self.voffs.astype(np.uint64) << np.uint64(VALUE_BITS))
-            | self.vlens.astype(np.uint64)
-        ).tolist()
-        if seg_id == 0:
-            return low
-        return list(map((seg_id << SEGMENT_SHIFT).__add__, low))
+        """Location ints (see tuffdb._format.kv) with C-level maps, no per-entry bytecode."""
+        gids = ((np.uint64(seg_id) << np.uint64(BLOCK_BITS)) | self.blocks.astype(np.uint64)).tolist()
+        low = ((self.voffs.astype(np.uint64) << np.uint64(VALUE_BITS))
+               | self.vlens.astype(np.uint64)).tolist()
+        return list(map(add, map(mul, gids, repeat(1 << BLOCK_SHIFT)), low))
 
 
 def split_location(loc: int) -> tuple[int, int, int, int]:
     """(segment id, block no, value offset, value length) of a location int."""
     return (
         loc >> SEGMENT_SHIFT,
-        (loc >> BLOCK_SHIFT) & 0xFFFF,
+        (loc >> BLOCK_SHIFT) & (MAX_BLOCKS_PER_SEGMENT - 1),
         (loc >> VALUE_BITS) & _OFFSET_MASK,
         loc & _VALUE_MASK,
     )
@@ -319,12 +318,14 @@ class ColdSegment:
         if fd is None:
             raise CorruptionError("segment closed", path=str(self.path))
         off = self._offsets[block_no]
-        data = pread_exact(fd, self._sizes[block_no], off)
-        res = scan_frames(data)
-        if res.error or not res.frames or res.frames[0].kind != Kind.KV_BLOCK:
-            raise CorruptionError(res.error or "not a block", path=str(self.path), offset=off)
-        f = res.frames[0]
-        return self.codec.decode(f.flags, f.payload, str(self.path))
+        try:
+            kind, flags, payload = decode_single_frame(pread_exact(fd, self._sizes[block_no], off))
+        except ValueError as exc:
+            raise CorruptionError(str(exc), path=str(self.path), offset=off) from None
+        if kind != Kind.KV_BLOCK:
+            raise CorruptionError(f"frame kind {kind} where a block was expected",
+                                  path=str(self.path), offset=off)
+        return self.codec.decode(flags, payload, str(self.path))
 
     def entries(self) -> Entries:
         """Rebuild the hint table by reading every block (used when a hint is bad)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tuffdb import metrics
-from tuffdb._format.kv import OP_PUT
+from tuffdb._format.kv import BLOCK_BITS, BLOCK_SHIFT, OP_PUT, SEGMENT_SHIFT
 from tuffdb.kv.cold import ColdSegment, data_path, hint_path, write_segment
 from tuffdb.kv.records import iter_records
 from tuffdb.storage.files import remove_quietly
@@ -83,7 +83,7 @@ def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
     tombs: dict[bytes, None] = {}
     for seg in group:
         for b in range(seg.nblocks):
-            base = (seg.id << 64) | (b << 48)
+            base = (seg.id << SEGMENT_SHIFT) | (b << BLOCK_SHIFT)
             for r in iter_records(seg.read_block(b), str(seg.path)):
                 if r.op == OP_PUT:
                     loc = base | (r.value_offset << 28) | len(r.value)
@@ -123,7 +123,7 @@ def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
         store._cold_order = sorted(store._cold.values(), key=lambda s: (s.seq, s.id))
         old_retired, store._retired = store._retired, list(group)
     with store._cache_lock:
-        for gid in [g for g in store._cache if (g >> 16) in ids]:
+        for gid in [g for g in store._cache if (g >> BLOCK_BITS) in ids]:
             store._cache_size -= len(store._cache.pop(gid))
     for s in old_retired:
         store._open_segs.pop(s.id, None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import threading
+from collections import OrderedDict
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from concurrent.futures import Future
@@ -21,7 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from tuffdb import metrics
-from tuffdb._format.kv import MAX_KEY_SIZE, MAX_VALUE_SIZE
+from tuffdb._format.kv import (
+    BLOCK_BITS,
+    BLOCK_SHIFT,
+    MAX_KEY_SIZE,
+    MAX_VALUE_SIZE,
+    OFFSET_BITS,
+    SEGMENT_SHIFT,
+    VALUE_BITS,
+)
 from tuffdb.errors import (
     ClosedError,
     CorruptionError,
@@ -38,6 +47,8 @@ from tuffdb.storage.lock import DirLock
 from tuffdb.storage.poison import Poison
 
 DURABILITY_MODES = ("always", "interval", "none")
+# Invariant: the literals in get() and _load_block() are these layout constants.
+assert (SEGMENT_SHIFT, BLOCK_SHIFT, BLOCK_BITS, VALUE_BITS, OFFSET_BITS) == (80, 48, 32, 28, 20)
 
 
 def _as_bytes(x: Any, what: str) -> bytes:
@@ -116,7 +127,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         self._cold_order: list[ColdSegment] = []
         self._retired: list[ColdSegment] = []
         self._open_segs: dict[int, ColdSegment] = {}  # every segment not yet closed, by id
-        self._cache: dict[int, bytes] = {}
+        self._cache: OrderedDict[int, bytes] = OrderedDict()  # block id -> decoded block
         self._cache_size = 0
         self._cache_limit = cache_bytes
         self._cache_lock = threading.Lock()
@@ -395,26 +406,26 @@ class KVStore(MutableMapping[bytes, bytes]):
         return self.get(key)
 
     def _load_block(self, gid: int, key: bytes) -> bytes:
-        seg = self._open_segs.get(gid >> 16)
+        seg = self._open_segs.get(gid >> 32)
         if seg is None:
             # A merge retired that segment between our keydir lookup and now: look again.
             with self._bg_mutex:
                 loc = self._keydir.get(key)
                 if self._closed:
                     raise ClosedError("the store is closed; open it again")
-                if loc is None or (loc >> 64) not in self._open_segs:
-                    raise CorruptionError(f"keydir points at missing segment {gid >> 16}")
-                seg = self._open_segs[loc >> 64]
+                if loc is None or (loc >> 80) not in self._open_segs:
+                    raise CorruptionError(f"keydir points at missing segment {gid >> 32}")
+                seg = self._open_segs[loc >> 80]
                 gid = loc >> 48
         self._cache_misses += 1
-        raw = seg.read_block(gid & 0xFFFF)
+        raw = seg.read_block(gid & 0xFFFFFFFF)
         metrics.KV_GETS.inc()
         size = len(raw)
         if size <= self._cache_limit:
             with self._cache_lock:
                 cache = self._cache
                 while self._cache_size + size > self._cache_limit and cache:
-                    self._cache_size -= len(cache.pop(next(iter(cache))))
+                    self._cache_size -= len(cache.popitem(last=False)[1])  # FIFO, O(1)
                 if gid not in cache:
                     cache[gid] = raw
                     self._cache_size += size
@@ -607,23 +618,35 @@ class KVStore(MutableMapping[bytes, bytes]):
         return fut.result()
 
     def close(self) -> None:
-        """Spill the hot tier, fsync, stop background threads, release the directory."""
+        """Spill the hot tier, fsync, stop background threads, release the directory.
+
+        :raises PoisonedError: a write, fsync or spill failed and no earlier call has
+            reported it; what was not yet durable is lost (reopen to see what is on disk).
+        """
         with self._lock:
             if self._closed or self._closing:
                 return
+            # IMPORTANT: from here every new call raises ClosedError. A put already past its
+            # check lands in a segment marked sealed below, so its slow path raises too:
+            # a put either raises or its write is in the final spill.
+            self._closed = True
             self._closing = True
             if self._active.index and not self._poison:
-                self._seal_locked()
+                self._seal_locked(wait=False)
+            self._active.sealed = True  # the (empty) segment after the last one
             self._space_cv.notify_all()
         self._bg.join()
         self._committer.close()
         with self._lock:
-            self._closed = True
             self._chain = ()
         for seg in list(self._open_segs.values()):
             seg.close()
         self._cache.clear()
         self._dirlock.release()
+        # A failure nobody has been told about (a background spill in "none" mode, say)
+        # must not look like a clean close; one already reported is not raised again.
+        if not self._poison.reported:
+            self._poison.check()
 
     def __enter__(self) -> KVStore:
         return self

@@ -11,10 +11,11 @@ from tuffdb.errors import PoisonedError
 
 
 class Poison:
-    __slots__ = ("cause",)
+    __slots__ = ("cause", "reported")
 
     def __init__(self) -> None:
         self.cause: BaseException | None = None
+        self.reported = False  # some caller has been told (check() raised at least once)
 
     def set(self, cause: BaseException) -> None:
         if self.cause is None:
@@ -23,6 +24,7 @@ class Poison:
     def check(self) -> None:
         """Raise PoisonedError if poisoned. IMPORTANT: call it after taking the writer lock."""
         if self.cause is not None:
+            self.reported = True
             raise PoisonedError(
                 f"an earlier write or fsync failed ({self.cause!r}); no further writes are "
                 "accepted: close the store and open it again"

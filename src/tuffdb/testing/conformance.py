@@ -720,3 +720,37 @@ class KVStoreConformance(abc.ABC):
             thread.join()
         assert errors == []
         assert all(version(v) == last for v in store.get_many(keys))
+
+    def test_writes_that_return_while_another_thread_closes_are_kept(self, store: Any) -> None:
+        """close() racing writers: a put either raises ClosedError or its write survives."""
+        acked: list[bytes] = []
+        errors: list[BaseException] = []
+        warmed_up = threading.Barrier(5)
+
+        def writer(t: int) -> None:
+            i = 0
+            while True:
+                key = f"t{t}-{i:05d}".encode()
+                try:
+                    store.put(key, key * 3)
+                except ClosedError:
+                    return
+                except BaseException as exc:  # noqa: BLE001 - reported below
+                    errors.append(exc)
+                    return
+                acked.append(key)
+                i += 1
+                if i == 50:
+                    warmed_up.wait()
+
+        threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
+        for thread in threads:
+            thread.start()
+        warmed_up.wait()
+        store.close()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        store = self.open_store()
+        missing = [k for k in acked if store.get(k) != k * 3]
+        assert missing == [], f"{len(missing)} of {len(acked)} acknowledged writes lost"
