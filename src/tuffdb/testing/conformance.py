@@ -558,6 +558,20 @@ class KVStoreConformance(abc.ABC):
         for key in model.live():
             assert (store.ttl(key) is None) == (model.ttl(key) is None)
 
+    def test_every_one_of_many_keys_is_indexed_before_and_after_reopen(self, store: Any) -> None:
+        """tamnd/kv v0.4.0 silently unindexed keys past its fixed capacity (2,952 of 5,000
+        Gets missing, kv-design.md §4); an index must grow, never drop."""
+        n = 20_000
+        keys = [b"%08d" % i for i in range(n)]
+        for start in range(0, n, 2_000):
+            store.put_many((k, k[::-1]) for k in keys[start:start + 2_000])
+        assert len(store) == n
+        assert store.get_many(keys) == [k[::-1] for k in keys]
+        store = self.reopen(store)
+        assert len(store) == n
+        assert store.get_many(keys) == [k[::-1] for k in keys]
+        assert [k for k, _ in store.scan(prefix=b"00001")] == keys[1000:2000]
+
     def test_sync_returns_and_the_store_stays_usable(self, store: Any) -> None:
         store.sync()
         store.put(b"k", b"v")
