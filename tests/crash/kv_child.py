@@ -47,6 +47,8 @@ def main() -> None:
     ap.add_argument("--sync-writes", action="store_true", help="pass sync=True to every write")
     args = ap.parse_args()
     options = json.loads(args.options)
+    if "encryption_key_hex" in options:
+        options["encryption_key"] = bytes.fromhex(options.pop("encryption_key_hex"))
     store = KVStore.open(args.path, **options)
     say("ready")
     acks = 0

@@ -246,3 +246,29 @@ def test_damaged_durable_cold_segment_is_corruption_not_silent_loss(
     assert lost == 0, f"{lost} durable keys vanished without a CorruptionError"
     assert data == _expected(), "wrong data served"
     assert problems, "damage went unnoticed by check()"
+
+
+def test_leftover_tmp_files_are_removed_on_open(kv_store: Any) -> None:
+    """An atomic write that never reached its rename is invisible and is cleaned up."""
+    store = kv_store(durability="none", hot_bytes=HOT_BYTES)
+    store.put_many((_key(i), _value(i)) for i in range(COLD_KEYS))
+    store.close()
+    path = kv_store.default_path
+    for name in ("00000000000000009999.dat.tmp", "00000000000000009999.hint.tmp"):
+        (path / name).write_bytes(b"half-written garbage")
+    store = kv_store(path, durability="none", hot_bytes=HOT_BYTES)
+    assert sorted(path.glob("*.tmp")) == []
+    assert dict(store.scan()) == _expected()
+    assert store.check() == []
+
+
+def test_check_reports_a_file_tuffdb_did_not_write(kv_store: Any) -> None:
+    store = kv_store(durability="none", hot_bytes=HOT_BYTES)
+    store.put(b"k", b"v")
+    store.sync()
+    (kv_store.default_path / "notes.txt").write_text("not ours")
+    problems = store.check()
+    assert len(problems) == 1
+    assert "notes.txt" in problems[0]
+    (kv_store.default_path / "notes.txt").unlink()
+    assert store.check() == []
