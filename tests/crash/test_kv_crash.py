@@ -29,6 +29,7 @@ import os
 import random
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -235,6 +236,60 @@ def test_sync_true_writes_survive_sigkill_in_every_mode(tmp_path: Path, durabili
     """put(..., sync=True) "returns once it is fsynced" whatever the store's mode."""
     options = {"durability": durability, "interval_ms": 1000, "hot_bytes": HOT_BYTES}
     _run_rounds(tmp_path, options, 7, 3, "random-kill", "--sync-writes")
+
+
+def _image(src: Path, dst: Path) -> Path:
+    """What a crash now would leave: a copy of the files (everything the test waited on
+    is already written and fsynced by the store), without the lock."""
+    dst.mkdir()
+    for p in src.iterdir():
+        if p.name != "LOCK":
+            shutil.copy2(p, dst / p.name)
+    return dst
+
+
+def _when_durable_round_trip(tmp_path: Path, durability: str) -> None:
+    path = tmp_path / "kv"
+    # An interval far longer than the test: only sync() can make the write durable.
+    store = KVStore.open(path, durability=durability, interval_ms=600_000, hot_bytes=1 << 20)
+    try:
+        store.put(b"before", b"1")
+        store.sync()
+        store.put(b"k", b"v", sync=False)
+        future = store.when_durable(store.write_ticket())
+        assert not future.done(), "reported durable while the write is only in memory"
+        store.sync()
+        assert future.result(timeout=30) is None
+        image = _image(path, tmp_path / "image")
+    finally:
+        store.close()
+    with KVStore.open(image, durability=durability) as crashed:
+        assert crashed.get_many([b"before", b"k"]) == [b"1", b"v"]
+        assert crashed.check() == []
+
+
+def test_when_durable_resolves_only_once_the_write_would_survive_a_crash(tmp_path: Path) -> None:
+    _when_durable_round_trip(tmp_path, "interval")
+
+
+def test_when_durable_in_none_mode_waits_for_the_fsync(tmp_path: Path) -> None:
+    """Contract (docs/design/contracts.md): when_durable(ticket) is "done once that write is
+    fsynced"; with durability="none" it resolved at once, with the write only in memory."""
+    _when_durable_round_trip(tmp_path, "none")
+
+
+def test_interval_ticket_resolves_on_its_own_and_the_write_survives(tmp_path: Path) -> None:
+    """No sync() call: the store's own interval makes the write durable."""
+    path = tmp_path / "kv"
+    store = KVStore.open(path, durability="interval", interval_ms=50, hot_bytes=1 << 20)
+    try:
+        store.put(b"k", b"v")
+        assert store.when_durable(store.write_ticket()).result(timeout=30) is None
+        image = _image(path, tmp_path / "image")
+    finally:
+        store.close()
+    with KVStore.open(image, durability="interval") as crashed:
+        assert crashed.get(b"k") == b"v"
 
 
 # -- failpoints: exit at an ordering-critical step ---------------------------------------
