@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from tuffdb.kv.store import KVStore
 
 WAL_SUFFIX = ".log"
+LOG_COMPRESS_MIN_BYTES = 64 << 10
 
 
 @dataclass
@@ -195,7 +196,10 @@ def write_wal_batches(
                 seg.wal = LogFile.create(seg.wal_path, file_kind=FileKind.KV_LOG,
                                          base_address=seg.id, key_id=codec.key_id,
                                          poison=store._poison)
-            flags, data = codec.encode(encode_pending(chunks, seg.mixed), level=LOG_ZSTD_LEVEL)
+            payload = encode_pending(chunks, seg.mixed)
+            # Small groups (durable writes) skip compression: latency over bytes.
+            flags, data = codec.encode(payload, compress=len(payload) >= LOG_COMPRESS_MIN_BYTES
+                                       and codec.compress, level=LOG_ZSTD_LEVEL)
             seg.wal.append([frame_header(Kind.KV_BATCH, data, flags | Flag.COMMIT), data])
             if seg.wal not in touched:
                 touched.append(seg.wal)
