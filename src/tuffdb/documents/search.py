@@ -17,8 +17,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from tuffdb.documents.fulltext.scoring import TextQuery, bm25
-from tuffdb.documents.search_index import state_for
+from tuffdb.documents.search_index import SearchState, state_for
 from tuffdb.documents.shape import project
 from tuffdb.errors import ProtocolError
 
@@ -68,7 +70,7 @@ def _exact_boost(record: dict[str, Any], fields: set[str], phrase: str, case: bo
     return 1.0
 
 
-def search(coll: Collection, query: str = "", **options: Any) -> dict[str, Any]:  # noqa: C901, PLR0912, PLR0915 - one pass over the request's options
+def search(coll: Collection, query: str = "", **options: Any) -> dict[str, Any]:  # noqa: C901 - one pass over the request's options
     """Search ``coll``; see the module docstring and docs/design/search.md.
 
     :raises ProtocolError: on a malformed option (unknown metric, bad fields/weights).
@@ -99,65 +101,103 @@ def search(coll: Collection, query: str = "", **options: Any) -> dict[str, Any]:
     allowed = None
     if o.get("filters"):
         allowed = {r["id"] for r in coll.matches(o["filters"])[0]}
-    text_hits: dict[str, tuple[float, set[str]]] = {}
-    vec_hits: dict[str, float] = {}
-    vfield = None
+    boost = bool(o.get("boost_exact")) and bool(query.strip())
     with coll.db.lock:  # index structures change under writers; scoring is in-memory
         state = state_for(coll)
-        if query.strip():
-            text_hits = bm25(state.text, tq, allowed)
-        if vector is not None:
-            vfield = o.get("vector_field") or state.default_vector_field(coll)
-            slot = state.vector_slot(coll, vfield, o.get("vector_metric"))
-            if slot.index is not None:
-                k = int(o.get("vector_k", DEFAULT_VECTOR_K))
-                ef = o.get("ef_search")
-                vec_hits = dict(slot.index.search(vector, k, allowed=allowed,
-                                                  ef_search=int(ef) if ef else None))
-            threshold = o.get("vector_threshold")
-            if threshold is not None:
-                vec_hits = {r: s for r, s in vec_hits.items() if s >= float(threshold)}
+        top, total = _rank(coll, state, query, vector, tq, o, allowed, limit, boost)
     records: dict[str, dict[str, Any]] = {}
-    if o.get("boost_exact") and text_hits and query.strip():
-        for rid, (s, fields) in list(text_hits.items()):
+    if boost:
+        boosted = []
+        for score, rid, fields in top:
             rec = coll.load(rid)
             if rec is None:
-                del text_hits[rid]
                 continue
             records[rid] = rec
-            text_hits[rid] = (s * _exact_boost(rec, fields, query.strip(), tq.case_sensitive),
-                              fields)
-    if (text_hits and vec_hits) or (vector is not None and query.strip()):
-        tw = float(o.get("text_weight", 0.5))
-        vw = float(o.get("vector_weight", 0.5))
-        top_text = max((s for s, _ in text_hits.values()), default=0.0) or 1.0
-        top_vec = max((abs(s) for s in vec_hits.values()), default=0.0) or 1.0
-        vec_norm = top_vec if slot.metric == "dotproduct" else 1.0
-        scored = []
-        for rid in text_hits.keys() | vec_hits.keys():
-            ts, tf = text_hits.get(rid, (0.0, set()))
-            vs = vec_hits.get(rid)
-            fields = set(tf) | ({vfield} if vs is not None and vfield else set())
-            scored.append((tw * ts / top_text + vw * (vs or 0.0) / vec_norm, rid, fields))
-    elif vec_hits:
-        scored = [(s, rid, {vfield} if vfield else set()) for rid, s in vec_hits.items()]
-    else:
-        scored = [(s, rid, fields) for rid, (s, fields) in text_hits.items()]
-    min_score = o.get("min_score")
-    if min_score is not None:
-        scored = [t for t in scored if t[0] >= float(min_score)]
-    scored.sort(key=lambda t: (-t[0], t[1]))
-    total = len(scored)
+            factor = _exact_boost(rec, fields, query.strip(), tq.case_sensitive)
+            boosted.append((score * factor, rid, fields))
+        top = sorted(boosted, key=lambda t: (-t[0], t[1]))
     select, exclude = _names(o.get("select_fields")), _names(o.get("exclude_fields"))
     results: list[dict[str, Any]] = []
-    for score, rid, fields in scored:
+    for score, rid, fields in top:
         if len(results) >= limit:
             break
         rec = records.get(rid) or coll.load(rid)
-        if rec is None:
+        if rec is None:  # expired since it was indexed
             total -= 1
             continue
         results.append({"record": project(rec, select, exclude), "score": score,
                         "matched_fields": sorted(fields)})
     elapsed = int((time.perf_counter() - started) * 1000)
     return {"results": results, "total": total, "execution_time_ms": elapsed}
+
+
+def _rank(coll: Collection, state: SearchState, query: str, vector: Any, tq: TextQuery,  # noqa: C901, PLR0912, PLR0913, PLR0915, PLR0917 - one pass over the request's options
+          o: dict[str, Any], allowed: set[str] | None, limit: int,
+          everything: bool) -> tuple[list[tuple[float, str, set[str]]], int]:
+    """The best ``(score, id, matched fields)`` (all of them if ``everything``) and the
+    number of matches; runs under the database lock (slots are only stable there).
+    """
+    index = state.text
+    hits = None
+    if query.strip():
+        mask = None
+        if allowed is not None:
+            mask = np.zeros(index.capacity, dtype=bool)
+            slots = [index.slot_of[r] for r in allowed if r in index.slot_of]
+            mask[np.asarray(slots, dtype=np.int64)] = True
+        hits = bm25(index, tq, mask)
+    vec_hits: dict[str, float] = {}
+    vfield, metric = None, "cosine"
+    if vector is not None:
+        vfield = o.get("vector_field") or state.default_vector_field(coll)
+        slot = state.vector_slot(coll, vfield, o.get("vector_metric"))
+        metric = slot.metric
+        if slot.index is not None:
+            ef = o.get("ef_search")
+            vec_hits = dict(slot.index.search(vector, int(o.get("vector_k", DEFAULT_VECTOR_K)),
+                                              allowed=allowed, ef_search=int(ef) if ef else None))
+        threshold = o.get("vector_threshold")
+        if threshold is not None:
+            vec_hits = {r: v for r, v in vec_hits.items() if v >= float(threshold)}
+    vset = {vfield} if vfield else set()
+    extra: list[tuple[float, str, set[str]]] = []
+    vec_slots: set[int] = set()
+    if hits is None:
+        dense = np.zeros(0)
+        extra = [(v, rid, vset) for rid, v in vec_hits.items()]
+    elif vector is None:
+        dense = hits.scores
+    else:  # hybrid: text normalised by its best score, vector similarity as is
+        tw, vw = float(o.get("text_weight", 0.5)), float(o.get("vector_weight", 0.5))
+        top_text = float(hits.scores.max(initial=0.0)) or 1.0
+        vec_norm = 1.0
+        if metric == "dotproduct":
+            vec_norm = max((abs(v) for v in vec_hits.values()), default=0.0) or 1.0
+        dense = tw * hits.scores / top_text
+        for rid, v in vec_hits.items():
+            s = index.slot_of.get(rid)
+            if s is None:
+                extra.append((vw * v / vec_norm, rid, vset))
+            else:
+                dense[s] += vw * v / vec_norm
+                vec_slots.add(s)
+    present = hits.scores > 0 if hits is not None else np.zeros(0, dtype=bool)
+    if vec_slots:
+        present[np.fromiter(vec_slots, dtype=np.int64)] = True
+    min_score = o.get("min_score")
+    if min_score is not None:
+        present &= dense >= float(min_score)
+        extra = [t for t in extra if t[0] >= float(min_score)]
+    cand = np.flatnonzero(present)
+    total = int(cand.size) + len(extra)
+    want = limit + 16  # a few spare for records that expired since they were indexed
+    if not everything and cand.size > want:
+        kth = np.partition(dense[cand], cand.size - want)[cand.size - want]
+        cand = cand[dense[cand] >= kth]  # ties at the cut all stay, so the order is exact
+    ids = index.ids
+    top = [(float(dense[i]), str(ids[i]),
+            (hits.matched(int(i)) if hits is not None else set())
+            | (vset if int(i) in vec_slots else set())) for i in cand]
+    top.extend(extra)
+    top.sort(key=lambda t: (-t[0], t[1]))
+    return top, total

@@ -1,12 +1,17 @@
 """In-memory inverted index of one collection: per-field postings and length statistics.
 
-Layout (all dicts, built for O(1) maintenance on every write)::
+Every indexed record gets a dense integer *slot* (reused after a delete), so scoring runs
+as numpy over arrays indexed by slot (scoring.py). Layout::
 
-    postings[field][term] -> {record id: term frequency}
-    lengths[field][id]    -> number of terms of that field in that record
-    docs[id]              -> {field: Counter of raw-case tokens}  (for removal and case checks)
-    by_stem[stem]         -> set of terms with that stem (grows only; stale terms are harmless)
-    by_length[n]          -> set of terms of n characters (for fuzzy matching; grows only)
+    slot_of[id] -> slot; ids[slot] -> id (None when free)
+    postings[field][term] -> {slot: term frequency}   (dicts: O(1) upkeep on every write)
+    lengths[field]        -> float32 array by slot: number of terms of the field (0: none)
+    docs[id]              -> {field: Counter of raw-case tokens} (for removal, case checks)
+    by_stem[stem]         -> terms with that stem (grows only; stale terms are harmless)
+    by_length[n]          -> terms of n characters, for fuzzy matching (grows only)
+
+``arrays(field, term)`` gives the postings as two numpy arrays (slots, frequencies),
+built lazily and dropped whenever that term's postings change.
 
 The index is not persisted: it is rebuilt from the records by one prefix scan on first use
 after open, then maintained by the commit listener, so it can never disagree with the
@@ -18,7 +23,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import numpy as np
+
 from tuffdb.documents.fulltext.analyzer import stemmer_for, stop_words, tokens
+
+_EMPTY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
 
 
 def text_fields(record: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
@@ -30,7 +39,7 @@ def text_fields(record: dict[str, Any], prefix: str = "") -> list[tuple[str, str
         name = prefix + k
         if isinstance(v, str):
             out.append((name, v))
-        elif isinstance(v, (list, tuple)) and not isinstance(v, (bytes, bytearray)):
+        elif isinstance(v, (list, tuple)):
             out.extend((name, x) for x in v if isinstance(x, str))
         elif isinstance(v, dict):
             out.extend(text_fields(v, name + "."))
@@ -48,12 +57,21 @@ class TextIndex:
                  default_language: str = "english") -> None:
         self.fields = fields
         self.default_language = default_language
-        self.postings: dict[str, dict[str, dict[str, int]]] = {}
-        self.lengths: dict[str, dict[str, int]] = {}
+        self.slot_of: dict[str, int] = {}
+        self.ids: list[str | None] = []
+        self.free: list[int] = []
+        self.postings: dict[str, dict[str, dict[int, int]]] = {}
+        self.lengths: dict[str, np.ndarray] = {}
+        self.counts: dict[str, int] = {}  # records holding the field
         self.totals: dict[str, int] = {}
         self.docs: dict[str, dict[str, Counter[str]]] = {}
         self.by_stem: dict[str, set[str]] = {}
         self.by_length: dict[int, set[str]] = {}
+        self._arrays: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+
+    @property
+    def capacity(self) -> int:
+        return len(self.ids)
 
     def language(self, field: str) -> str:
         if self.fields is not None and field in self.fields:
@@ -71,6 +89,25 @@ class TextIndex:
                 per_field.setdefault(field, Counter()).update(raw)
         return per_field
 
+    def _new_slot(self, rid: str) -> int:
+        if self.free:
+            slot = self.free.pop()
+            self.ids[slot] = rid
+        else:
+            slot = len(self.ids)
+            self.ids.append(rid)
+        self.slot_of[rid] = slot
+        return slot
+
+    def _lengths(self, field: str) -> np.ndarray:
+        arr = self.lengths.get(field)
+        if arr is None or arr.size < len(self.ids):
+            grown = np.zeros(max(16, 2 * len(self.ids)), dtype=np.float32)
+            if arr is not None:
+                grown[: arr.size] = arr
+            self.lengths[field] = arr = grown
+        return arr
+
     def add(self, rid: str, record: dict[str, Any]) -> None:
         """Index (or re-index) record ``rid``."""
         if rid in self.docs:
@@ -79,6 +116,8 @@ class TextIndex:
         if not per_field:
             return
         self.docs[rid] = per_field
+        slot = self._new_slot(rid)
+        arrays = self._arrays
         for field, raw in per_field.items():
             lower: Counter[str] = Counter()
             for tok, n in raw.items():
@@ -86,47 +125,73 @@ class TextIndex:
             fp = self.postings.setdefault(field, {})
             stem = stemmer_for(self.language(field))
             for term, n in lower.items():
-                fp.setdefault(term, {})[rid] = n
+                fp.setdefault(term, {})[slot] = n
+                arrays.pop((field, term), None)
                 self.by_stem.setdefault(stem(term), set()).add(term)
                 self.by_length.setdefault(len(term), set()).add(term)
             length = sum(lower.values())
-            self.lengths.setdefault(field, {})[rid] = length
+            self._lengths(field)[slot] = length
+            self.counts[field] = self.counts.get(field, 0) + 1
             self.totals[field] = self.totals.get(field, 0) + length
 
     def remove(self, rid: str) -> None:
         per_field = self.docs.pop(rid, None)
         if per_field is None:
             return
+        slot = self.slot_of.pop(rid)
         for field, raw in per_field.items():
             fp = self.postings[field]
             for term in {t.lower() for t in raw}:
                 plist = fp.get(term)
                 if plist is not None:
-                    plist.pop(rid, None)
+                    plist.pop(slot, None)
+                    self._arrays.pop((field, term), None)
                     if not plist:
                         del fp[term]
-            self.totals[field] -= self.lengths[field].pop(rid)
+            lengths = self.lengths[field]
+            self.totals[field] -= int(lengths[slot])
+            self.counts[field] -= 1
+            lengths[slot] = 0
+        self.ids[slot] = None
+        self.free.append(slot)
+
+    def arrays(self, field: str, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """The postings of ``term`` in ``field`` as (slots, frequencies) arrays."""
+        key = (field, term)
+        got = self._arrays.get(key)
+        if got is None:
+            plist = self.postings.get(field, {}).get(term)
+            if not plist:
+                return _EMPTY
+            got = (np.fromiter(plist.keys(), dtype=np.int64, count=len(plist)),
+                   np.fromiter(plist.values(), dtype=np.float32, count=len(plist)))
+            self._arrays[key] = got
+        return got
 
     def field_names(self) -> list[str]:
         return sorted(self.postings)
 
     def doc_count(self, field: str) -> int:
-        return len(self.lengths.get(field, ()))
+        return self.counts.get(field, 0)
 
     def avg_length(self, field: str) -> float:
         n = self.doc_count(field)
         return self.totals.get(field, 0) / n if n else 0.0
 
     def check(self) -> list[str]:
-        """Self-check: postings, lengths and docs agree."""
+        """Self-check: postings, lengths, slots and docs agree."""
         problems = []
         for field, fp in self.postings.items():
             for term, plist in fp.items():
-                for rid, n in plist.items():
-                    raw = self.docs.get(rid, {}).get(field, Counter())
+                for slot, n in plist.items():
+                    rid = self.ids[slot]
+                    raw = self.docs.get(rid or "", {}).get(field, Counter())
                     if sum(c for t, c in raw.items() if t.lower() == term) != n:
                         problems.append(f"text index: {field}/{term}/{rid} count {n} is stale")
-        for field, lens in self.lengths.items():
-            if sum(lens.values()) != self.totals.get(field):
+        for field, lengths in self.lengths.items():
+            if int(lengths.sum()) != self.totals.get(field):
                 problems.append(f"text index: length total of {field} is stale")
+        for rid, slot in self.slot_of.items():
+            if self.ids[slot] != rid:
+                problems.append(f"text index: slot {slot} of {rid} holds {self.ids[slot]}")
         return problems

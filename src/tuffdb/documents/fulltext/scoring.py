@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from tuffdb.documents.fulltext.analyzer import (
     edit_distance,
     fuzzy_budget,
@@ -96,42 +98,67 @@ def _weight(q: TextQuery, field_name: str) -> float:
     return 1.0 if w is None else float(w)
 
 
-def bm25(index: TextIndex, q: TextQuery,  # noqa: C901 - the BM25 loop nest, kept flat for speed
-         allowed: set[str] | None = None) -> dict[str, tuple[float, set[str]]]:
-    """``{record id: (score, matched fields)}`` for records matching any query term."""
-    qterms = q.query_terms()
-    expanded = [(t, variants(index, t.lower(), q)) for t in qterms]
-    scores: dict[str, float] = {}
-    matched: dict[str, set[str]] = {}
+@dataclass(slots=True)
+class TextHits:
+    """BM25 scores by slot (0 = no match) and, per field, which slots matched there."""
+
+    index: TextIndex
+    scores: np.ndarray
+    fields: list[tuple[str, np.ndarray]]
+
+    def slots(self) -> np.ndarray:
+        return np.flatnonzero(self.scores > 0)
+
+    def matched(self, slot: int) -> set[str]:
+        return {name for name, mask in self.fields if mask[slot]}
+
+    def as_dict(self) -> dict[str, tuple[float, set[str]]]:
+        """``{record id: (score, matched fields)}`` (for small results and tests)."""
+        ids = self.index.ids
+        return {str(ids[i]): (float(self.scores[i]), self.matched(int(i))) for i in self.slots()}
+
+
+def _case_tfs(index: TextIndex, fname: str, term: str, qraw: str,
+              slots: np.ndarray) -> np.ndarray:
+    ids, docs = index.ids, index.docs
+    return np.fromiter(
+        (sum(c for tok, c in docs[str(ids[i])][fname].items()
+             if tok.lower() == term and _case_ok(tok, qraw)) for i in slots),
+        dtype=np.float32, count=slots.size)
+
+
+def bm25(index: TextIndex, q: TextQuery, allowed: np.ndarray | None = None) -> TextHits:
+    """Scores of every record for ``q``; ``allowed``: a bool mask by slot (filters)."""
+    cap = index.capacity
+    expanded = [(t, variants(index, t.lower(), q)) for t in q.query_terms()]
+    total = np.zeros(cap, dtype=np.float64)
+    per_field = []
     for fname in searched_fields(index, q):
-        fp = index.postings.get(fname, {})
-        lengths = index.lengths.get(fname, {})
-        n_docs = len(lengths)
-        avgdl = index.avg_length(fname) or 1.0
+        n_docs = index.doc_count(fname)
+        norm = K1 * (1.0 - B + B * index._lengths(fname)[:cap] / (index.avg_length(fname) or 1.0))  # noqa: SLF001 - our own arrays
         weight = _weight(q, fname)
+        fmask = np.zeros(cap, dtype=bool)
         for qraw, variant_map in expanded:
-            best: dict[str, float] = {}
+            best: np.ndarray | None = np.zeros(cap) if len(variant_map) > 1 else None
             for term, factor in variant_map.items():
-                plist = fp.get(term)
-                if not plist:
+                slots, tfs = index.arrays(fname, term)
+                if slots.size == 0:
                     continue
-                n = len(plist)
-                idf = math.log(1.0 + (n_docs - n + 0.5) / (n + 0.5))
-                for rid, count in plist.items():
-                    if allowed is not None and rid not in allowed:
-                        continue
-                    tf = count
-                    if q.case_sensitive:
-                        raw = index.docs[rid][fname]
-                        tf = sum(c for tok, c in raw.items()
-                                 if tok.lower() == term and _case_ok(tok, qraw))
-                        if not tf:
-                            continue
-                    norm = K1 * (1.0 - B + B * lengths[rid] / avgdl)
-                    s = factor * idf * tf * (K1 + 1.0) / (tf + norm)
-                    if s > best.get(rid, 0.0):
-                        best[rid] = s
-            for rid, s in best.items():
-                scores[rid] = scores.get(rid, 0.0) + weight * s
-                matched.setdefault(rid, set()).add(fname)
-    return {rid: (s, matched[rid]) for rid, s in scores.items()}
+                idf = math.log(1.0 + (n_docs - slots.size + 0.5) / (slots.size + 0.5))
+                if allowed is not None:
+                    keep = allowed[slots]
+                    slots, tfs = slots[keep], tfs[keep]
+                if q.case_sensitive:
+                    tfs = _case_tfs(index, fname, term, qraw, slots)
+                    slots, tfs = slots[tfs > 0], tfs[tfs > 0]
+                score = factor * idf * tfs * (K1 + 1.0) / (tfs + norm[slots])
+                if best is None:
+                    total[slots] += weight * score
+                    fmask[slots] = True
+                else:
+                    best[slots] = np.maximum(best[slots], score)
+            if best is not None:
+                total += weight * best
+                fmask |= best > 0
+        per_field.append((fname, fmask))
+    return TextHits(index, total, per_field)

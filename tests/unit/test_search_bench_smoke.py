@@ -1,0 +1,24 @@
+"""Smoke run of bench/search.py at a tiny size: it completes and writes its result file.
+
+Benchmarks are never part of the test run (PROTOCOL.md section 4); no numbers asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_bench_search_smoke(tmp_path: Path) -> None:
+    cmd = [sys.executable, str(REPO / "bench" / "search.py"), "--docs", "300", "--queries", "20",
+           "--reps", "1", "--dir", str(tmp_path / "data"), "--out", str(tmp_path / "out")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)  # noqa: S603
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads((tmp_path / "out" / "latest.json").read_text())
+    rep = result["reps"][0]
+    assert rep["docs"] == 300 and rep["text"]["qps"] > 0
+    assert [s["ef_search"] for s in rep["vector_hnsw_sweep"]][0] == 16
