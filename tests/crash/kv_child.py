@@ -58,14 +58,14 @@ def main() -> None:
         nonlocal acks
         i = 0
         while args.count is None or i < args.count:
-            effect = op(args.round, t, i, args.max_value)
+            effect, ttl = op(args.round, t, i, args.max_value)
             sync = True if args.sync_writes else None
             if len(effect) > 1:
-                store.put_many([(k, v) for k, v in effect], sync=sync)
+                store.put_many([(k, v) for k, v in effect], ttl=ttl, sync=sync)
             elif effect[0][1] is None:
                 store.delete(effect[0][0], sync=sync)
             else:
-                store.put(*effect[0], sync=sync)
+                store.put(effect[0][0], effect[0][1], ttl=ttl, sync=sync)
             say(f"ack {t} {i}")
             with lock:
                 acks += 1

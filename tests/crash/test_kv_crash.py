@@ -115,25 +115,26 @@ class Child:
                 stream.close()
 
 
-def _recovered(path: Path, options: dict[str, Any]) -> dict[bytes, bytes]:
-    """Open the crashed directory, require a clean check(), return everything in it."""
+def _recovered(path: Path, options: dict[str, Any]) -> dict[bytes, tuple[bytes, bool]]:
+    """Open the crashed directory, require a clean check(); return key -> (value, has TTL)."""
     options = dict(options)
     if "encryption_key_hex" in options:
         options["encryption_key"] = bytes.fromhex(options.pop("encryption_key_hex"))
     with KVStore.open(path, **options) as store:
         assert store.check() == []
-        return dict(store.scan())
+        return {k: (v, store.ttl(k) is not None) for k, v in store.scan()}
 
 
-def _split(data: dict[bytes, bytes], round_: int, t: int) -> dict[bytes, bytes]:
+def _split(data: dict[bytes, Any], round_: int, t: int) -> dict[bytes, Any]:
     mine = namespace(round_) + f"t{t}:".encode()
     return {k: v for k, v in data.items() if k.startswith(mine)}
 
 
 def _verify_round(
-    data: dict[bytes, bytes], round_: int, last_ack: dict[int, int], *, exact: bool, prefix: bool
+    data: dict[bytes, tuple[bytes, bool]], round_: int, last_ack: dict[int, int], *, exact: bool, prefix: bool
 ) -> None:
-    """Each thread's keys equal the state after its acked ops (or the one in flight).
+    """Each thread's keys equal the state after its acked ops (or the one in flight),
+    values and TTL presence alike.
 
     ``exact``: nothing was in flight (the child had finished). ``prefix``: the mode
     promises nothing about recent acks, only that the state is *some* prefix.
@@ -159,7 +160,7 @@ def _run_rounds(tmp_path: Path, options: dict[str, Any], seed: int, rounds: int,
                 *extra: str) -> None:
     rng = random.Random(seed)
     path = tmp_path / "kv"
-    seen: dict[int, dict[bytes, bytes]] = {}  # what each earlier round recovered to
+    seen: dict[int, dict[bytes, Any]] = {}  # what each earlier round recovered to
     for round_ in range(rounds):
         ctx = f"seed={seed} round={round_}"
         if mode == "random-kill":

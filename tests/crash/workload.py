@@ -21,28 +21,35 @@ def namespace(r: int) -> bytes:
     return f"r{r:02d}:".encode()
 
 
-def op(r: int, t: int, i: int, max_value: int) -> list[tuple[bytes, bytes | None]]:
-    """The effect of op ``i``: a list of (key, value) with ``None`` for a delete."""
+TTL_S = 6 * 3600.0  # long enough never to expire during a test
+
+
+def op(r: int, t: int, i: int, max_value: int) -> tuple[list[tuple[bytes, bytes | None]], float | None]:
+    """The effect of op ``i``: (key, value) pairs with ``None`` for a delete, and the TTL
+    the op sets on every key it puts (``None``: no TTL, which also clears an older one)."""
     rng = random.Random(f"{r}/{t}/{i}")
     roll = rng.random()
     if roll < 0.15:
-        return [(key(r, t, rng.randrange(KEYS_PER_THREAD)), None)]
+        return [(key(r, t, rng.randrange(KEYS_PER_THREAD)), None)], None
     count = 3 if roll < 0.3 else 1
     ks = rng.sample(range(KEYS_PER_THREAD), count)
+    ttl = TTL_S if rng.random() < 0.25 else None
     out: list[tuple[bytes, bytes | None]] = []
     for j, k in enumerate(ks):
         size = rng.choice((0, 16, 200, rng.randrange(max_value + 1)))
         out.append((key(r, t, k), f"{r}:{t}:{i}:{j}|".encode() + rng.randbytes(size)))
-    return out
+    return out, ttl
 
 
-def state_after(r: int, t: int, last: int, max_value: int) -> dict[bytes, bytes]:
-    """Thread ``t``'s keys after its ops ``0..last`` (``last = -1``: nothing written)."""
-    state: dict[bytes, bytes] = {}
+def state_after(r: int, t: int, last: int, max_value: int) -> dict[bytes, tuple[bytes, bool]]:
+    """Thread ``t``'s keys after its ops ``0..last`` (``last = -1``: nothing written), as
+    key -> (value, has a TTL)."""
+    state: dict[bytes, tuple[bytes, bool]] = {}
     for i in range(last + 1):
-        for k, v in op(r, t, i, max_value):
+        effect, ttl = op(r, t, i, max_value)
+        for k, v in effect:
             if v is None:
                 state.pop(k, None)
             else:
-                state[k] = v
+                state[k] = (v, ttl is not None)
     return state
