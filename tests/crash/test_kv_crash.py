@@ -58,14 +58,15 @@ LINE_TIMEOUT_S = 60.0  # a child that says nothing for this long is hung: fail l
 class Child:
     """A kv_child.py process and a line reader over its stdout pipe."""
 
-    def __init__(self, path: Path, round_: int, options: dict[str, Any], *extra: str) -> None:
+    def __init__(self, path: Path, round_: int, options: dict[str, Any], *extra: str,
+                 threads: int = THREADS) -> None:
         self.proc = subprocess.Popen(  # noqa: S603 - our own script
-            [sys.executable, str(CHILD), str(path), str(round_), "--threads", str(THREADS),
+            [sys.executable, str(CHILD), str(path), str(round_), "--threads", str(threads),
              "--options", json.dumps(options), "--max-value", str(MAX_VALUE), *extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         self.buf = b""
-        self.last_ack = dict.fromkeys(range(THREADS), -1)
+        self.last_ack = dict.fromkeys(range(threads), -1)
         self.acks = 0
 
     def line(self) -> str | None:
@@ -157,14 +158,14 @@ def _verify_round(
 
 
 def _run_rounds(tmp_path: Path, options: dict[str, Any], seed: int, rounds: int, mode: str,
-                *extra: str) -> None:
+                *extra: str, threads: int = THREADS) -> None:
     rng = random.Random(seed)
     path = tmp_path / "kv"
     seen: dict[int, dict[bytes, Any]] = {}  # what each earlier round recovered to
     for round_ in range(rounds):
         ctx = f"seed={seed} round={round_}"
         if mode == "random-kill":
-            child = Child(path, round_, options, *extra)
+            child = Child(path, round_, options, *extra, threads=threads)
             child.expect("ready")
             target = rng.choice((0, 1, rng.randrange(2, 60), rng.randrange(60, 400)))
             while child.acks < target:
@@ -174,7 +175,8 @@ def _run_rounds(tmp_path: Path, options: dict[str, Any], seed: int, rounds: int,
         else:  # "quiesce": write a fixed count, wait for the mode's deadline, then kill
             then = "sleep" if options["durability"] == "interval" else "sync"
             count = rng.randrange(1, 120)
-            child = Child(path, round_, options, "--count", str(count), "--then", then)
+            child = Child(path, round_, options, "--count", str(count), "--then", then,
+                          threads=threads)
             child.expect("ready")
             child.expect("done")
             child.expect("slept" if then == "sleep" else "synced")
@@ -191,10 +193,13 @@ def _run_rounds(tmp_path: Path, options: dict[str, Any], seed: int, rounds: int,
             assert now == expected, f"{ctx}: round {earlier}'s recovered data changed later"
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_always_every_acknowledged_write_survives_sigkill(tmp_path: Path, seed: int) -> None:
+@pytest.mark.parametrize(("seed", "threads"), [(1, 3), (2, 8)])
+def test_always_every_acknowledged_write_survives_sigkill(
+    tmp_path: Path, seed: int, threads: int
+) -> None:
+    """8 writers: followers released by a leader's fsync must all have been covered by it."""
     options = {"durability": "always", "hot_bytes": HOT_BYTES}
-    _run_rounds(tmp_path, options, seed, rounds=5, mode="random-kill")
+    _run_rounds(tmp_path, options, seed, 5, "random-kill", threads=threads)
 
 
 def test_always_encrypted_every_acknowledged_write_survives_sigkill(tmp_path: Path) -> None:
@@ -321,11 +326,14 @@ def test_exit_at_failpoint_keeps_every_acknowledged_write(tmp_path: Path, name: 
 
 
 # -- a failed fsync poisons the store ------------------------------------------------------
-def test_failed_fsync_poisons_the_store_and_is_never_acknowledged(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", _failpoint_names())
+def test_failed_write_or_fsync_poisons_the_store_and_is_never_acknowledged(
+    tmp_path: Path, name: str
+) -> None:
     path = tmp_path / "kv"
     store = KVStore.open(path, durability="always", hot_bytes=HOT_BYTES)
     store.put(b"before", b"durable")
-    with failpoint("before_sync_segment", "raise"), pytest.raises((Error, OSError)):
+    with failpoint(name, "raise"), pytest.raises((Error, OSError)):
         store.put(b"doomed", b"never acknowledged")
     for write in (
         lambda: store.put(b"after", b"v"),
