@@ -2,7 +2,8 @@
 
 Every durability mode, with and without encryption, with a tiny ``hot_bytes`` so hot
 segments seal and spill to cold segments inside most tests, and once with the default
-``hot_bytes`` so the 8 MiB-plus value path is exercised as a user would hit it.
+``hot_bytes`` so the 8 MiB-plus value path is exercised as a user would hit it, and
+with a block cache of about one block so cold reads evict constantly.
 Store-specific promises the generic suite cannot state (encryption at rest, a wrong key)
 are at the end.
 """
@@ -58,6 +59,12 @@ class TestIntervalEncrypted(_Tuffdb):
 class TestNoneEncryptedUncompressed(_Tuffdb):
     options = {"durability": "none", "hot_bytes": TINY_HOT_BYTES, "encryption_key": KEY,
                "compression": None}
+
+
+class TestNoneTinyCache(_Tuffdb):
+    """A block cache of about one block: every cold read evicts, or bypasses the cache."""
+
+    options = {"durability": "none", "hot_bytes": TINY_HOT_BYTES, "cache_bytes": 20_000}
 
 
 class TestIntervalDefaultHotBytes(_Tuffdb):
