@@ -299,12 +299,13 @@ class KVStoreConformance(abc.ABC):
         assert store.get(b"persisted") == b"v"
 
     def test_expired_key_is_absent_from_every_read(self, store: Any) -> None:
-        deadline = time.time() + 0.05
         store.put(b"short", b"v", ttl=0.05)
         store.put(b"expired", b"v")
         store.expire(b"expired", 0.05)
         store.put(b"long", b"v", ttl=HOUR)
-        sleep_past(deadline + 0.05)
+        # Every short TTL was set before this line ran, so its deadline is earlier.
+        deadline = time.time() + 0.05
+        sleep_past(deadline + 0.01)
         for key in (b"short", b"expired"):
             assert store.get(key) is None
             assert store.exists(key) is False
@@ -320,11 +321,12 @@ class KVStoreConformance(abc.ABC):
         assert store.delete(b"short") is False
 
     def test_expired_key_stays_absent_after_reopen_and_compact(self, store: Any) -> None:
-        deadline = time.time() + 0.05
         store.put(b"short", b"v", ttl=0.05)
         store.put(b"long", b"v", ttl=HOUR)
         store.sync()
-        sleep_past(deadline + 0.05)
+        # Every short TTL was set before this line ran, so its deadline is earlier.
+        deadline = time.time() + 0.05
+        sleep_past(deadline + 0.01)
         store = self.reopen(store)
         assert store.get(b"short") is None
         store.compact()
@@ -333,9 +335,10 @@ class KVStoreConformance(abc.ABC):
         assert list(store.scan()) == [(b"long", b"v")]
 
     def test_put_over_an_expired_key_has_no_ttl(self, store: Any) -> None:
-        deadline = time.time() + 0.05
         store.put(b"k", b"old", ttl=0.05)
-        sleep_past(deadline + 0.05)
+        # Every short TTL was set before this line ran, so its deadline is earlier.
+        deadline = time.time() + 0.05
+        sleep_past(deadline + 0.01)
         store.put(b"k", b"new")
         assert store.get(b"k") == b"new"
         assert store.ttl(b"k") is None
@@ -343,10 +346,11 @@ class KVStoreConformance(abc.ABC):
     def test_check_is_clean_after_an_expired_cold_key_is_overwritten(self, store: Any) -> None:
         """Found by property testing: a TTL key expires on disk, a new put without TTL
         replaces it, and check() reported a keydir/cold-tier mismatch on a healthy store."""
-        deadline = time.time() + 0.05
         store.put_many([(b"a", b"old")], ttl=0.05)
         store = self.reopen(store)  # the TTL version now lives in the cold tier
-        sleep_past(deadline + 0.05)
+        # Every short TTL was set before this line ran, so its deadline is earlier.
+        deadline = time.time() + 0.05
+        sleep_past(deadline + 0.01)
         store.put(b"a", b"new")
         assert store.check() == []
         assert store.get(b"a") == b"new"
