@@ -40,7 +40,7 @@ class KVStoreFactory:
         self.unchecked: set[Path] = set()
 
     def __call__(self, path: Path | None = None, **options: Any) -> Any:
-        from tuffdb import KVStore  # noqa: PLC0415 - imported when used, not at collection
+        from tuffdb import KVStore
 
         path = Path(path or self.default_path)
         store = KVStore.open(path, **options)
@@ -52,7 +52,7 @@ class KVStoreFactory:
         self.unchecked.add(Path(path))
 
     def final_check(self) -> list[str]:
-        from tuffdb import KVStore  # noqa: PLC0415
+        from tuffdb import KVStore
 
         problems: list[str] = []
         last: dict[Path, tuple[dict[str, Any], Any]] = {}
@@ -62,7 +62,7 @@ class KVStoreFactory:
                 problems += [f"{path}: {p}" for p in store.check()]
             if _is_open(store):
                 store.close()
-        for path, (options, store) in last.items():
+        for path, (options, _store) in last.items():
             if path in self.unchecked:
                 continue
             with KVStore.open(path, **options) as again:

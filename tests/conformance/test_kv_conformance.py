@@ -111,7 +111,7 @@ def test_wrong_key_is_a_clear_error_not_garbage(kv_store: Any, data_dir: Path) -
     store.put_many((f"k{i}".encode(), os.urandom(100)) for i in range(300))
     store.close()
     for key in (OTHER_KEY, None):
-        with pytest.raises(WrongKeyError):  # noqa: PT012 - open or first read may raise
+        with pytest.raises(WrongKeyError):
             other = KVStore.open(data_dir, durability="always", encryption_key=key)
             try:
                 other.get(b"k1")

@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from workload import op  # noqa: E402
+from workload import op
 
-from tuffdb import KVStore, _failpoints  # noqa: E402
+from tuffdb import KVStore, _failpoints
 
 
 def say(line: str) -> None:

@@ -34,9 +34,9 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -45,7 +45,7 @@ from tuffdb.errors import Error, PoisonedError
 from tuffdb.testing.faults import failing_fsync, failpoint, fd_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workload import namespace, state_after  # noqa: E402
+from workload import namespace, state_after
 
 CHILD = Path(__file__).resolve().parent / "kv_child.py"
 SRC = Path(__file__).resolve().parents[2] / "src" / "tuffdb"
@@ -60,7 +60,7 @@ class Child:
 
     def __init__(self, path: Path, round_: int, options: dict[str, Any], *extra: str,
                  threads: int = THREADS) -> None:
-        self.proc = subprocess.Popen(  # noqa: S603 - our own script
+        self.proc = subprocess.Popen(
             [sys.executable, str(CHILD), str(path), str(round_), "--threads", str(threads),
              "--options", json.dumps(options), "--max-value", str(MAX_VALUE), *extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -132,7 +132,8 @@ def _split(data: dict[bytes, Any], round_: int, t: int) -> dict[bytes, Any]:
 
 
 def _verify_round(
-    data: dict[bytes, tuple[bytes, bool]], round_: int, last_ack: dict[int, int], *, exact: bool, prefix: bool
+    data: dict[bytes, tuple[bytes, bool]], round_: int, last_ack: dict[int, int], *,
+    exact: bool, prefix: bool,
 ) -> None:
     """Each thread's keys equal the state after its acked ops (or the one in flight),
     values and TTL presence alike.
@@ -151,7 +152,7 @@ def _verify_round(
         states = [state_after(round_, t, j, MAX_VALUE) for j in candidates]
         assert got in states, (
             f"round {round_} thread {t}: acked through op {last}; recovered keys match no "
-            f"allowed prefix {list(candidates)[0]}..{list(candidates)[-1]}; "
+            f"allowed prefix {candidates.start}..{candidates.stop - 1}; "
             f"missing={sorted(set(states[-1]) - set(got))[:5]} "
             f"wrong={[k for k in got if k in states[0] and got[k] != states[0][k]][:5]}"
         )
@@ -417,3 +418,48 @@ def test_failed_os_fsync_under_concurrent_writers_acknowledges_nothing_unsynced(
     with KVStore.open(path, durability="always") as again:
         assert again.get_many(acked) == [key * 5 for key in acked]
         assert again.check() == []
+
+
+def test_sync_false_write_never_waits_for_a_stalled_fsync(tmp_path: Path) -> None:
+    """Server hook: sync=False "never waits, whatever the durability mode". A log fsync is
+    stalled (the disk hangs) while one writer waits on it; other writers with sync=False,
+    and readers, must still return."""
+    store = KVStore.open(tmp_path / "kv", durability="always", hot_bytes=1 << 20)
+    stalled = threading.Event()
+    release = threading.Event()
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+
+    def stall(real: Any) -> Any:
+        def call(fd: int) -> None:
+            if fd_path(fd).endswith(".log") and not release.is_set():
+                stalled.set()
+                release.wait(60)
+            real(fd)
+        return call
+
+    try:
+        with mock.patch("os.fsync", stall(real_fsync)), \
+                mock.patch("os.fdatasync", stall(real_fdatasync)):
+            durable = threading.Thread(target=store.put, args=(b"durable", b"1"))
+            durable.start()
+            assert stalled.wait(30), "the durable put never reached its fsync"
+            done = threading.Event()
+
+            def fire_and_forget() -> None:
+                store.put(b"async", b"2", sync=False)
+                store.put_many([(b"async-batch", b"3")], sync=False)
+                store.delete(b"nothing", sync=False)
+                assert store.get(b"async") == b"2"
+                done.set()
+
+            other = threading.Thread(target=fire_and_forget, daemon=True)
+            other.start()
+            returned = done.wait(10)  # a deadlock detector, not a latency bound
+            release.set()
+            durable.join(30)
+            assert returned, "a sync=False write waited for the stalled fsync"
+            assert not durable.is_alive()
+        assert store.get_many([b"durable", b"async", b"async-batch"]) == [b"1", b"2", b"3"]
+    finally:
+        release.set()
+        store.close()

@@ -24,7 +24,10 @@ def namespace(r: int) -> bytes:
 TTL_S = 6 * 3600.0  # long enough never to expire during a test
 
 
-def op(r: int, t: int, i: int, max_value: int) -> tuple[list[tuple[bytes, bytes | None]], float | None]:
+Effect = list[tuple[bytes, bytes | None]]
+
+
+def op(r: int, t: int, i: int, max_value: int) -> tuple[Effect, float | None]:
     """The effect of op ``i``: (key, value) pairs with ``None`` for a delete, and the TTL
     the op sets on every key it puts (``None``: no TTL, which also clears an older one)."""
     rng = random.Random(f"{r}/{t}/{i}")
@@ -34,7 +37,7 @@ def op(r: int, t: int, i: int, max_value: int) -> tuple[list[tuple[bytes, bytes 
     count = 3 if roll < 0.3 else 1
     ks = rng.sample(range(KEYS_PER_THREAD), count)
     ttl = TTL_S if rng.random() < 0.25 else None
-    out: list[tuple[bytes, bytes | None]] = []
+    out: Effect = []
     for j, k in enumerate(ks):
         size = rng.choice((0, 16, 200, rng.randrange(max_value + 1)))
         out.append((key(r, t, k), f"{r}:{t}:{i}:{j}|".encode() + rng.randbytes(size)))

@@ -134,7 +134,8 @@ def _segment(path: Path, options: dict[str, Any], which: int = 0) -> ColdSegment
 
 
 HINT_DAMAGE: list[tuple[str, Callable[[Path, Path], object]]] = [
-    ("flipped body byte", lambda hint, other: flip_byte(hint, SEGMENT_HEADER_SIZE + FRAME_SIZE + 3)),
+    ("flipped body byte",
+     lambda hint, other: flip_byte(hint, SEGMENT_HEADER_SIZE + FRAME_SIZE + 3)),
     ("flipped header byte", lambda hint, other: flip_byte(hint, 1)),
     ("torn tail", lambda hint, other: truncate_by(hint, 10)),
     ("zero-filled", lambda hint, other: zero_fill_tail(hint, hint.stat().st_size)),
@@ -169,7 +170,7 @@ def test_damaged_cold_block_raises_corruption_and_never_serves_wrong_data(
     entries = seg.entries()
     in_block0 = [k for k, b in zip(entries.keys, entries.blocks.tolist(), strict=True) if b == 0]
     elsewhere = sorted(set(_expected()) - set(in_block0))  # other blocks and segments
-    block0_offset = seg._offsets[0]  # noqa: SLF001 - where block 0 sits in the file
+    block0_offset = seg._offsets[0]
     seg.close()
     assert in_block0
     assert elsewhere
@@ -190,7 +191,7 @@ def test_damaged_cold_block_raises_corruption_and_never_serves_wrong_data(
     store.close()
     # The operator's view: `tuffdb check PATH` exits 1 on the same damage.
     env_key = options["encryption_key"]
-    cli = subprocess.run(  # noqa: S603 - our own CLI
+    cli = subprocess.run(
         [sys.executable, "-m", "tuffdb", "check", str(path)], capture_output=True, text=True,
         env={"TUFFDB_ENCRYPTION_KEY": env_key.hex()} if env_key else {}, check=False, timeout=60,
     )
@@ -201,7 +202,7 @@ def test_cli_check_of_a_clean_store_exits_0(kv_store: Any) -> None:
     store = kv_store(durability="none", hot_bytes=HOT_BYTES)
     store.put_many((_key(i), _value(i)) for i in range(COLD_KEYS))
     store.close()
-    cli = subprocess.run(  # noqa: S603 - our own CLI
+    cli = subprocess.run(
         [sys.executable, "-m", "tuffdb", "check", str(kv_store.default_path)],
         capture_output=True, text=True, check=False, timeout=60,
     )

@@ -203,7 +203,8 @@ def test_segment_header_with_a_newer_version_raises_version_mismatch(tmp_path: P
     path = _write(tmp_path, F1)
     data = bytearray(path.read_bytes())
     data[len(MAGIC_PREFIX)] += 1
-    data[HEADER_CRC_OFFSET:SEGMENT_HEADER_SIZE] = struct.pack("<I", crc32c(bytes(data[:HEADER_CRC_OFFSET])))
+    crc = crc32c(bytes(data[:HEADER_CRC_OFFSET]))
+    data[HEADER_CRC_OFFSET:SEGMENT_HEADER_SIZE] = struct.pack("<I", crc)
     path.write_bytes(bytes(data))
     with pytest.raises(VersionMismatchError):
         _log(tmp_path)

@@ -64,7 +64,8 @@ def _tables(doc: Path) -> list[tuple[int, list[str], list[list[str]]]]:
     lines = doc.read_text().splitlines()
     i = 0
     while i < len(lines):
-        if lines[i].startswith("|") and i + 1 < len(lines) and re.match(r"^\|[\s|:-]+\|$", lines[i + 1]):
+        rule = i + 1 < len(lines) and re.match(r"^\|[\s|:-]+\|$", lines[i + 1])
+        if lines[i].startswith("|") and rule:
             header = [c.strip() for c in lines[i].strip("|").split("|")]
             body = []
             j = i + 2
@@ -174,7 +175,7 @@ def test_field_table_matches_the_codec(table: Table) -> None:
     assert binding is not None
     layout = _layout(binding.layout)
     fixed = [r for r in table.rows if r.size is not None]
-    assert len(fixed) == len(layout), f"{len(fixed)} fixed-size fields in the doc, {len(layout)} in code"
+    assert len(fixed) == len(layout), f"doc: {len(fixed)} fixed-size fields, code: {len(layout)}"
     for row, (offset, size, type_) in zip(fixed, layout, strict=True):
         where = f"{table.doc}:{table.line} field {row.field!r}"
         assert row.offset == offset, f"{where}: doc offset {row.offset}, code {offset}"

@@ -145,7 +145,8 @@ class KVMachine(RuleBasedStateMachine):
 
     @rule(prefix=PREFIXES, start=BOUNDS, end=BOUNDS)
     def scan(self, prefix: bytes, start: bytes | None, end: bytes | None) -> None:
-        assert list(self.store.scan(prefix, start, end)) == list(self.model.scan(prefix, start, end))
+        expected = list(self.model.scan(prefix, start, end))
+        assert list(self.store.scan(prefix, start, end)) == expected
 
     @rule()
     def everything(self) -> None:

@@ -657,7 +657,7 @@ class KVStoreConformance(abc.ABC):
             try:
                 for i in range(150):
                     store.put(f"t{t}-{i:03d}".encode(), f"{t}:{i}".encode() * 10)
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:
                 errors.append(exc)
 
         threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
@@ -696,7 +696,7 @@ class KVStoreConformance(abc.ABC):
                             errors.append(f"writer did not read its own write of {k!r} v{v}")
                     if v % 4 == 0:
                         store.compact()
-            except Exception as exc:  # noqa: BLE001 - reported below
+            except Exception as exc:
                 errors.append(f"writer: {exc!r}")
             finally:
                 done.set()
@@ -716,7 +716,7 @@ class KVStoreConformance(abc.ABC):
                         return
                     seen[k] = version(value)
                     time.sleep(0)  # let the writer run: a reader must not starve it
-            except Exception as exc:  # noqa: BLE001 - reported below
+            except Exception as exc:
                 errors.append(f"reader: {exc!r}")
 
         def scanner() -> None:
@@ -727,7 +727,7 @@ class KVStoreConformance(abc.ABC):
                         errors.append(f"scan saw {len(got)} of {len(keys)} keys")
                         return
                     time.sleep(0)
-            except Exception as exc:  # noqa: BLE001 - reported below
+            except Exception as exc:
                 errors.append(f"scan: {exc!r}")
 
         threads = [threading.Thread(target=writer), threading.Thread(target=scanner),
@@ -753,7 +753,7 @@ class KVStoreConformance(abc.ABC):
                     store.put(key, key * 3)
                 except ClosedError:
                     return
-                except BaseException as exc:  # noqa: BLE001 - reported below
+                except BaseException as exc:
                     errors.append(exc)
                     return
                 acked.append(key)
