@@ -20,5 +20,21 @@ def test_bench_search_smoke(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads((tmp_path / "out" / "latest.json").read_text())
     rep = result["reps"][0]
-    assert rep["docs"] == 300 and rep["text"]["qps"] > 0
-    assert [s["ef_search"] for s in rep["vector_hnsw_sweep"]][0] == 16
+    assert rep["docs"] == 300
+    assert rep["text"]["qps"] > 0
+    assert rep["vector_hnsw_sweep"][0]["ef_search"] == 16
+
+
+def test_bench_ycsb_smoke(tmp_path: Path) -> None:
+    cmd = [sys.executable, str(REPO / "bench" / "ycsb.py"), "--records", "200", "--ops", "400",
+           "--threads", "1,2", "--reps", "1", "--stores", "tuffdb-embedded,tuffdb-http",
+           "--dir", str(tmp_path / "data"), "--out", str(tmp_path / "out")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)  # noqa: S603
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads((tmp_path / "out" / "latest.json").read_text())
+    cells = {(c["tier"], c["store"]): c for c in result["cells"]}
+    assert set(cells) == {(t, s) for t in ("durable", "cache")
+                          for s in ("tuffdb-embedded", "tuffdb-http")}
+    for cell in cells.values():
+        assert set(cell["workloads"]) == {f"{w}/{t}" for w in "ABCDF" for t in (1, 2)}
+        assert all(res["errors"] == 0 for res in cell["workloads"].values())
