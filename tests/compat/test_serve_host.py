@@ -326,11 +326,6 @@ def test_toml_face_table_reaches_the_face_and_flags_still_win(start: Any, tmp_pa
     assert server.finish() == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="2026-11-30: server/ekodb_http.py print()s the generated admin key to stderr on "
-    "first start; once it logs through tuffdb.log.get_logger, delete this marker",
-)
 def test_real_faces_write_only_json_lines_to_stderr(start: Any) -> None:
     """Issue 2: logs are structured, one JSON line per event, whichever module writes them."""
     server = start("--admin-port", "0", "--resp-port", str(free_port()),

@@ -35,9 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from tuffdb.documents.database import Database
+from tuffdb.log import configure as configure_logging
+from tuffdb.log import get_logger
 from tuffdb.security.auth import KeyRing
 from tuffdb.server.ekodb_app import App, Settings
 from tuffdb.server.ekodb_proto import HttpProtocol
+
+_log = get_logger(__name__)
 
 KEY_FILE = "documents.key"
 ADMIN_KEY_FILE = "ekodb_admin_key"
@@ -116,8 +120,9 @@ class EkoDBFace:
                                         is_admin=True)
             self.admin_key = admin.key
             _write_private(self.data_dir / ADMIN_KEY_FILE, admin.key.encode() + b"\n")
-            print(f"ekodb_http: admin API key (shown once; also in {self.data_dir / ADMIN_KEY_FILE}): "  # noqa: E501, T201 - the one-time key and ready line are meant for the operator
-                  f"{admin.key}", file=sys.stderr, flush=True)
+            # Shown once, as one structured log line like every other event of the host.
+            _log.warning("admin API key created (shown once)", key=admin.key,
+                         file=str(self.data_dir / ADMIN_KEY_FILE))
         self.app = App(self.db, self.keyring, self.settings, self._save_settings)
         self._apply_settings()
         self.server: asyncio.Server | None = None
@@ -197,6 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--http-setting", action="append", default=[], metavar="NAME=JSON",
                    help="initial /api/config value, e.g. rate_limit_per_minute=30")
     args = p.parse_args(argv)
+    configure_logging()
     extra = {k: json.loads(v) for k, _, v in (s.partition("=") for s in args.http_setting)}
     config = ServeConfig(data_dir=args.data_dir, host=args.host, http_port=args.port,
                          durability=args.durability, extra={"http": extra})
