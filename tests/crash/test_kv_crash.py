@@ -463,3 +463,60 @@ def test_sync_false_write_never_waits_for_a_stalled_fsync(tmp_path: Path) -> Non
     finally:
         release.set()
         store.close()
+
+
+# -- check() on a live store -------------------------------------------------------------
+def _stalling_log_writes(first_frame: bool) -> tuple[Any, Any, threading.Event, threading.Event]:
+    """Patches that stall the first write to a hot-tier log: its header (the file exists
+    but is empty) or, with ``first_frame``, its first frame after half of it is written (a
+    short write, which POSIX allows). The store's code is not touched."""
+    stalled, release = threading.Event(), threading.Event()
+    real_write, real_writev = os.write, os.writev
+
+    def live_log(fd: int) -> bool:
+        return fd_path(fd).endswith(".log") and not release.is_set()
+
+    def write(fd: int, data: Any) -> int:
+        if not first_frame and live_log(fd) and os.fstat(fd).st_size == 0:
+            stalled.set()
+            release.wait(60)
+        return real_write(fd, data)
+
+    def writev(fd: int, parts: Any) -> int:
+        if first_frame and live_log(fd):
+            joined = b"".join(parts)
+            n = real_write(fd, joined[: len(joined) // 2])
+            stalled.set()
+            release.wait(60)
+            return n
+        return real_writev(fd, parts)
+
+    return mock.patch("os.write", write), mock.patch("os.writev", writev), stalled, release
+
+
+@pytest.mark.parametrize("first_frame", [False, True], ids=["log-being-created",
+                                                            "frame-being-written"])
+def test_check_on_a_live_store_does_not_report_a_write_in_progress(
+    tmp_path: Path, first_frame: bool
+) -> None:
+    """Found by property testing (busy background machine): check() listed a hot-tier log
+    the committer had just created and reported "short segment header (0 bytes)"."""
+    store = KVStore.open(tmp_path / "kv", durability="interval", interval_ms=5,
+                         hot_bytes=1 << 20, compression=None)
+    patch_write, patch_writev, stalled, release = _stalling_log_writes(first_frame)
+    problems: list[str] = []
+    try:
+        with patch_write, patch_writev:
+            store.put(b"k", b"v" * 1000)  # interval mode: returns before the log write
+            assert stalled.wait(30), "the committer never wrote the log"
+            checker = threading.Thread(target=lambda: problems.extend(store.check()))
+            checker.start()
+            checker.join(10)  # a deadlock detector: check() may wait for the writer
+            release.set()
+            checker.join(30)
+        assert problems == []
+        store.sync()
+        assert store.check() == []
+    finally:
+        release.set()
+        store.close()
