@@ -124,3 +124,48 @@ def test_config_set_appendfsync_always_takes_effect_live(tmp_path: Path) -> None
         assert check(restarted.port, writers, must_have=killed_at) >= ACKED_BEFORE_KILL
     finally:
         restarted.stop()
+
+
+def test_under_always_no_reader_sees_a_write_the_crash_then_loses(tmp_path: Path) -> None:
+    """Redis sends every reply after its fsync; a read must not show a value that a
+    crash can still take back. Readers record the highest counter value they saw."""
+    proc = start_tuffdb(tmp_path, appendfsync="always")
+    stop = threading.Event()
+    seen: list[int] = [0]
+
+    def write() -> None:
+        c = redis.Redis(port=proc.port, retry=Retry(NoBackoff(), 0))
+        try:
+            while not stop.is_set():
+                c.incr("counter")  # monotonic across writers
+        except (redis.ConnectionError, ConnectionError):
+            return
+
+    def read() -> None:
+        c = redis.Redis(port=proc.port, retry=Retry(NoBackoff(), 0))
+        try:
+            while not stop.is_set():
+                value = c.get("counter")
+                if value is not None:
+                    seen[0] = max(seen[0], int(value))
+        except (redis.ConnectionError, ConnectionError):
+            return
+
+    threads = [threading.Thread(target=write, daemon=True) for _ in range(2)]
+    threads += [threading.Thread(target=read, daemon=True) for _ in range(2)]
+    for t in threads:
+        t.start()
+    while seen[0] < 500:  # condition, not a sleep: readers have seen plenty
+        threads[2].join(0.05)
+        assert any(t.is_alive() for t in threads)
+    proc.kill()
+    stop.set()
+    for t in threads:
+        t.join(30)
+    restarted = start_tuffdb(tmp_path, appendfsync="always")
+    try:
+        c = redis.Redis(port=restarted.port)
+        assert int(c.get("counter")) >= seen[0] or seen[0] == 0
+        c.close()
+    finally:
+        restarted.stop()

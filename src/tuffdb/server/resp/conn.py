@@ -155,8 +155,9 @@ class Conn(asyncio.Protocol):
             if self.closing or size > BATCH_OUTPUT_SIZE:
                 break
         self.queue = queue[i:] if i < len(queue) else []
-        self.srv.stats["commands"] += i
-        if (self.wrote and self.srv.always) or self.deferred:
+        srv = self.srv
+        srv.stats["commands"] += i
+        if self.deferred or (srv.always and (self.wrote or srv.outstanding_future())):
             self._wait_then_reply(out)
         else:
             self._write(b"".join(out))
@@ -164,8 +165,13 @@ class Conn(asyncio.Protocol):
     def _wait_then_reply(self, out: list[bytes]) -> None:
         futures = self.deferred
         self.deferred = []
-        if self.wrote and self.srv.always:
-            futures.append(self.srv.durable_future())
+        srv = self.srv
+        if srv.always:
+            # A batch that wrote waits for its writes; one that only read waits for the
+            # writes it may have seen (no reply shows data a crash could still lose).
+            fut = srv.durable_future() if self.wrote else srv.outstanding_future()
+            if fut is not None:
+                futures.append(fut)
         self.waiting = True
         gathered = futures[0] if len(futures) == 1 else asyncio.gather(*futures)
         gathered.add_done_callback(lambda fut: self._after_wait(fut, out))

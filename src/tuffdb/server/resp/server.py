@@ -93,6 +93,7 @@ class RespServer:
         self._stopped = False
         self._pending_durable: asyncio.Future[None] | None = None
         self._durable_in_flight = False
+        self._in_flight: asyncio.Future[None] | None = None
         self.key_count_cache: tuple[float, int, int] | None = None  # INFO keyspace
 
     # -- durability -----------------------------------------------------------------
@@ -125,6 +126,17 @@ class RespServer:
                 loop.call_soon(self._take_ticket)
         return fut
 
+    def outstanding_future(self) -> asyncio.Future[None] | None:
+        """For a batch that only read: the future covering every write issued so far,
+        or None when everything written is already durable.
+
+        Under ``always`` a reply never shows a write that a crash could still lose
+        (Redis gets the same by sending all replies after its fsync in beforeSleep).
+        """
+        if self._pending_durable is not None:
+            return self._pending_durable
+        return self._in_flight
+
     def _take_ticket(self) -> None:
         fut, self._pending_durable = self._pending_durable, None
         if fut is None:
@@ -135,9 +147,11 @@ class RespServer:
             fut.set_exception(exc)
             return
         self._durable_in_flight = True
+        self._in_flight = fut
 
         def relay(d: asyncio.Future[None]) -> None:
             self._durable_in_flight = False
+            self._in_flight = None
             exc = d.exception()
             if exc is None:
                 fut.set_result(None)
