@@ -79,3 +79,44 @@ def test_stop_answers_clients_then_closes_them(tmp_path: Path) -> None:
         return value
 
     assert asyncio.run(reopen()) == b"v"
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(1)
+            .not_valid_before(now - dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def test_tls_cert_and_key_make_the_port_speak_tls(tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path)
+
+    async def main() -> None:
+        face = create(ServeConfig(data_dir=tmp_path / "d", resp_port=0, tls_cert=cert,
+                                  tls_key=key))
+        await face.start()
+        assert face.health()["tls"] is True
+        c = aioredis.Redis(port=face.health()["port"], ssl=True, ssl_cert_reqs="none")
+        assert await c.set("k", "v")
+        assert await c.get("k") == b"v"
+        await c.aclose()
+        await face.stop()
+
+    asyncio.run(main())

@@ -19,6 +19,7 @@ import contextlib
 import itertools
 import logging
 import os
+import ssl
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,6 +67,8 @@ class RespServer:
         self.interval_ms = interval_ms
         self.host = str(getattr(config, "host", "127.0.0.1"))
         self.port = int(getattr(config, "resp_port", 6379))
+        cert, key = getattr(config, "tls_cert", None), getattr(config, "tls_key", None)
+        self.tls = (Path(cert), Path(key)) if cert and key else None
         self.data_dir = Path(config.data_dir)
         self.store: KVStore = open_store(config, durability, interval_ms)
         self.always = durability == "always"
@@ -193,8 +196,13 @@ class RespServer:
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        context = None
+        if self.tls is not None:  # the same port speaks TLS only (like Redis's tls-port)
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(*self.tls)
         self._server = await loop.create_server(
             lambda: Conn(self), self.host, self.port, reuse_address=True, backlog=511,
+            ssl=context,
         )
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
@@ -231,6 +239,7 @@ class RespServer:
             "port": self.port,
             "clients": len(self.clients),
             "appendfsync": self.appendfsync,
+            "tls": self.tls is not None,
             **({"reason": self.degraded} if self.degraded else {}),
         }
 
