@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from workload import op
+from kv_workload import op
 
 from tuffdb import KVStore, _failpoints
 

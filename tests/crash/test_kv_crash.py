@@ -45,7 +45,7 @@ from tuffdb.errors import Error, PoisonedError
 from tuffdb.testing.faults import failing_fsync, failpoint, fd_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workload import namespace, state_after
+from kv_workload import namespace, state_after
 
 CHILD = Path(__file__).resolve().parent / "kv_child.py"
 SRC = Path(__file__).resolve().parents[2] / "src" / "tuffdb"
