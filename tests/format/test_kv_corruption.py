@@ -26,7 +26,7 @@ from tuffdb import KVStore
 from tuffdb._format.kv import RECORD_SIZE
 from tuffdb._format.record import FRAME_SIZE, LENGTH_OFFSET
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE
-from tuffdb.errors import CorruptionError
+from tuffdb.errors import CorruptionError, RecoveredTailWarning
 from tuffdb.kv.cold import ColdSegment
 from tuffdb.storage.codec import Codec
 from tuffdb.storage.lock import LOCK_NAME
@@ -92,7 +92,8 @@ def test_hot_log_damage_drops_exactly_the_damaged_tail(
     kv_store: Any, log_image: Path, damage: Callable[[Path], object], dropped: int, kept: int
 ) -> None:
     damage(log_image)
-    store = kv_store(log_image.parent, durability="always", compression=None)
+    with pytest.warns(RecoveredTailWarning, match=f"dropped {dropped} bytes"):
+        store = kv_store(log_image.parent, durability="always", compression=None)
     assert store.recovery.bytes_dropped == dropped
     assert dict(store.scan()) == {_key(i): LOG_VALUE for i in range(kept)}
     assert store.check() == []

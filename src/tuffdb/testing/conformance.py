@@ -197,6 +197,16 @@ class KVStoreConformance(abc.ABC):
         store = self.reopen(store)
         assert list(store.scan()) == sorted(expected_map.items())
 
+    def test_empty_key_is_a_key_like_any_other(self, store: Any) -> None:
+        store.put(b"", b"empty key")
+        store.put(b"\x00", b"nul")
+        assert store.get(b"") == b"empty key"
+        assert list(store.scan()) == [(b"", b"empty key"), (b"\x00", b"nul")]
+        store = self.reopen(store)
+        assert store.get(b"") == b"empty key"
+        assert store.delete(b"") is True
+        assert list(store.scan()) == [(b"\x00", b"nul")]
+
     def test_deleted_key_stays_deleted_after_reopen(self, store: Any) -> None:
         store.put(b"gone", b"v")
         store.put(b"kept", b"v")
