@@ -531,6 +531,11 @@ class KVStoreConformance(abc.ABC):
         assert dict(store.scan()) == values
         store = self.reopen(store)
         assert store.get_many(sorted(values)) == [values[k] for k in sorted(values)]
+        store.put(b"random-%d" % self.block_value_sizes[0], b"overwritten")  # garbage to merge
+        values[b"random-%d" % self.block_value_sizes[0]] = b"overwritten"
+        store.compact()
+        store = self.reopen(store)
+        assert dict(store.scan()) == values
 
     def test_value_larger_than_a_hot_segment_round_trips(self, store: Any) -> None:
         value = random.Random(2).randbytes(self.hot_value_size)
