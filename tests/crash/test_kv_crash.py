@@ -374,6 +374,23 @@ def test_failed_write_or_fsync_poisons_the_store_and_is_never_acknowledged(
         assert again.get(b"after") == b"reopened"
 
 
+def test_pending_durability_futures_fail_when_the_fsync_fails(tmp_path: Path) -> None:
+    """A server waiting on when_durable() must hear about the failure, not hang or be
+    told the write is durable."""
+    store = KVStore.open(tmp_path / "kv", durability="interval", interval_ms=600_000)
+    try:
+        store.put(b"k", b"v", sync=False)
+        future = store.when_durable(store.write_ticket())
+        with failpoint("before_sync_segment", "raise"), pytest.raises((Error, OSError)):
+            store.sync()
+        error = future.exception(timeout=30)
+        assert isinstance(error, (Error, OSError)), f"future resolved with {error!r}"
+        with pytest.raises(PoisonedError):
+            store.put(b"after", b"v")
+    finally:
+        store.close()
+
+
 def test_failed_os_fsync_under_concurrent_writers_acknowledges_nothing_unsynced(
     tmp_path: Path,
 ) -> None:
