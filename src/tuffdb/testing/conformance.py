@@ -452,6 +452,12 @@ class KVStoreConformance(abc.ABC):
         assert store.setdefault(b"d", b"4") == b"4"
         del store[b"a"]
         assert dict(store.items()) == {b"c": b"3", b"d": b"4"}
+        assert store.get(b"missing", b"default") == b"default"
+        assert store.pop(b"missing", None) is None
+        assert store == {b"c": b"3", b"d": b"4"}
+        store.clear()
+        assert len(store) == 0
+        assert list(store.scan()) == []
 
     def test_missing_item_raises_key_error(self, store: Any) -> None:
         with pytest.raises(KeyError):
