@@ -556,3 +556,51 @@ def test_check_on_a_live_store_does_not_report_a_write_in_progress(
     finally:
         release.set()
         store.close()
+
+
+def test_a_read_racing_two_compactions_returns_the_value(tmp_path: Path) -> None:
+    """A reader resolved its cold segment, then stalled before its pread (a slow disk);
+    meanwhile two compactions retired and closed that segment. The read failed on a healthy
+    store: OSError(EBADF), or, when the descriptor number had been reused by a newer file,
+    CorruptionError after reading that file's bytes (wrong data if a frame there matched)."""
+    store = KVStore.open(tmp_path / "kv", durability="none", hot_bytes=64 * 1024,
+                         cache_bytes=0, background_compaction=False)
+    values = {b"k%03d" % i: os.urandom(300) for i in range(100)}
+    store.put_many(values)
+    store.sync()
+    store.compact()
+    stalled, release = threading.Event(), threading.Event()
+    real_pread = os.pread
+    result: dict[str, object] = {}
+
+    def pread(fd: int, n: int, offset: int) -> bytes:
+        if threading.current_thread().name == "stalled-reader" and not release.is_set():
+            stalled.set()
+            release.wait(60)
+        return real_pread(fd, n, offset)
+
+    def reader() -> None:
+        try:
+            result["value"] = store.get(b"k050")
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            result["error"] = exc
+
+    try:
+        with mock.patch("os.pread", pread):
+            thread = threading.Thread(target=reader, name="stalled-reader")
+            thread.start()
+            assert stalled.wait(30), "the read never reached the disk"
+            for _ in range(2):  # the first merge retires the segment, the second closes it
+                store.put(b"k000", os.urandom(300))
+                store.sync()
+                store.compact()
+            with (tmp_path / "unrelated").open("wb") as unrelated:  # reuses the descriptor
+                unrelated.write(os.urandom(4096))
+                unrelated.flush()
+                release.set()
+                thread.join(30)
+        assert result == {"value": values[b"k050"]}
+        assert store.check() == []
+    finally:
+        release.set()
+        store.close()
