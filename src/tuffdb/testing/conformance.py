@@ -86,7 +86,12 @@ _CALLS_AFTER_CLOSE: dict[str, Callable[[Any], object]] = {
 class KVStoreConformance(abc.ABC):
     """The KV contract as tests. Subclass, implement :meth:`create_store`, name it ``Test*``.
 
-    Class attributes a subclass may tune to its configuration:
+    Covers every method of the contract (put/get/delete, the batch calls, TTL calls, scan
+    bounds, the MutableMapping sugar, sync/compact/check/stats/close, the server hooks
+    ``write_ticket``/``when_durable``/``set_durability``), the limits (LimitExceeded before
+    anything is written), ClosedError after close, reopen after every kind of write, big
+    and empty values, binary keys, and threads racing spills, compaction and close.
+    The class attributes below may be tuned to a store's configuration.
     """
 
     #: Values bigger than one cold block (and than a typical I/O buffer).
