@@ -207,3 +207,30 @@ def test_ws_and_sse_need_a_token(server: EkoServer) -> None:
             await connect(f"ws://127.0.0.1:{server.port}/api/ws")
 
     asyncio.run(run())
+
+
+def test_an_sse_client_that_stops_reading_is_cut_off_with_a_reason(server: EkoServer,
+                                                                     client: Client) -> None:
+    """Writers keep going while the client reads nothing; once the server's send buffer
+    for it passes its bound the stream ends with an error block naming why."""
+    import socket  # noqa: PLC0415
+
+    c = "sse_slow"
+    sock = socket.create_connection(("127.0.0.1", server.port))
+    sock.sendall(f"GET /api/subscribe/{c} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                 f"{client.token}\r\nAccept: text/event-stream\r\n\r\n".encode())
+    head = b""
+    while b"event: subscribed" not in head:
+        head += sock.recv(4096)
+    big = "x" * 1000
+    for i in range(400):  # 400 events of 100 records: ~45 MB, past kernel buffers + the bound
+        rows = [{"data": {"id": f"{i}-{j}", "pad": big}} for j in range(100)]
+        assert client.json("POST", f"/api/batch/insert/{c}", {"inserts": rows}).status_code == 200
+    sock.settimeout(WAIT)
+    tail = b""
+    while chunk := sock.recv(1 << 20):
+        tail = (tail + chunk)[-4096:]
+    sock.close()
+    last = tail.decode(errors="replace").strip().split("\n\n")[-1]
+    assert last.startswith("event: error")
+    assert "stopped reading" in last
