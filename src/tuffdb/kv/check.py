@@ -80,7 +80,13 @@ def check_store(store: KVStore) -> list[str]:
 
 def _check_wals(store: KVStore) -> list[str]:
     out = []
+    with store._lock:
+        # Logs still being written (their segment's last records not yet logged) may hold a
+        # half-written frame or header right now: that is a write in progress, not damage.
+        live = {s.id for s in (store._active, *store._sealed) if s.pending is not None}
     for wid in list_ids(store._dir, WAL_SUFFIX):
+        if wid in live:
+            continue
         path = store._dir / segment_name(wid, WAL_SUFFIX)
         try:
             data = path.read_bytes()

@@ -398,27 +398,43 @@ class KVStore(MutableMapping[bytes, bytes]):
         gid = loc >> 48
         blk = self._cache.get(gid)
         if blk is None:
-            blk = self._load_block(gid, key)
+            blk = self._load_block(gid)
+            if blk is None:  # a merge retired that segment under us: read a stable view
+                return self._get_cold_stable(key, default)
         off = (loc >> 28) & 0xFFFFF
         return blk[off : off + (loc & 0xFFFFFFF)]
 
     def _get_locked(self, key: bytes) -> bytes | None:
         return self.get(key)
 
-    def _load_block(self, gid: int, key: bytes) -> bytes:
+    def _get_cold_stable(self, key: bytes, default: Any) -> Any:
+        """Cold read holding the background mutex, so no merge can retire segments."""
+        with self._bg_mutex:
+            if self._closed:
+                raise ClosedError("the store is closed; open it again")
+            loc = self._keydir.get(key)
+            if loc is None:
+                return default
+            blk = self._load_block(loc >> 48)
+            if blk is None:
+                raise CorruptionError(f"keydir points at missing segment {loc >> 80}")
+            off = (loc >> 28) & 0xFFFFF
+            return blk[off : off + (loc & 0xFFFFFFF)]
+
+    def _load_block(self, gid: int) -> bytes | None:
+        """Read, verify, decode and cache one block; None if its segment was retired by a
+        merge (closed, or closing while we read: EBADF, or a reused descriptor's bytes that
+        fail the frame checksum)."""
         seg = self._open_segs.get(gid >> 32)
         if seg is None:
-            # A merge retired that segment between our keydir lookup and now: look again.
-            with self._bg_mutex:
-                loc = self._keydir.get(key)
-                if self._closed:
-                    raise ClosedError("the store is closed; open it again")
-                if loc is None or (loc >> 80) not in self._open_segs:
-                    raise CorruptionError(f"keydir points at missing segment {gid >> 32}")
-                seg = self._open_segs[loc >> 80]
-                gid = loc >> 48
+            return None
         self._cache_misses += 1
-        raw = seg.read_block(gid & 0xFFFFFFFF)
+        try:
+            raw = seg.read_block(gid & 0xFFFFFFFF)
+        except (OSError, CorruptionError):
+            if seg.id not in self._cold:
+                return None
+            raise
         metrics.KV_GETS.inc()
         size = len(raw)
         if size <= self._cache_limit:
@@ -543,13 +559,20 @@ class KVStore(MutableMapping[bytes, bytes]):
     def when_durable(self, ticket: int) -> Future[None]:
         """A future done once the writes covered by ``ticket`` are fsynced.
 
-        With ``durability="none"`` nothing is logged, so it is done at once: that mode
-        promises nothing before spill, ``sync()`` or ``close()``.
+        With ``durability="none"`` nothing is logged, so the hot tier is sealed and the
+        future is done once it has been spilled (as ``sync()`` would).
         """
         self._require_open()
         if not self._logged:
+            # Nothing is logged: durability means the hot tier's spill. Seal what is there
+            # and let the background thread resolve the future once everything is spilled.
             fut: Future[None] = Future()
-            fut.set_result(None)
+            with self._lock:
+                self._check_writable()
+                if self._active.index:
+                    self._seal_locked(wait=False)
+                self._requests.append(("spill_until", None, fut))
+                self._space_cv.notify_all()
             return fut
         return self._committer.future(ticket)
 
