@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import heapq
 import threading
+from itertools import islice
 from collections import OrderedDict
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
+
+from sortedcontainers import SortedList
 
 from tuffdb import metrics
 from tuffdb._format.kv import (
@@ -47,6 +50,7 @@ from tuffdb.storage.lock import DirLock
 from tuffdb.storage.poison import Poison
 
 DURABILITY_MODES = ("always", "interval", "none")
+SCAN_CHUNK = 256  # first chunk of keys an ordered scan takes under the lock
 # Invariant: the literals in get() and _load_block() are these layout constants.
 assert (SEGMENT_SHIFT, BLOCK_SHIFT, BLOCK_BITS, VALUE_BITS, OFFSET_BITS) == (80, 48, 32, 28, 20)
 
@@ -135,7 +139,10 @@ class KVStore(MutableMapping[bytes, bytes]):
         self._cache_misses = 0
         self._sealed: list[HotSegment] = []
         self._unflushed: list[HotSegment] = []
-        self._sorted_keys: list[bytes] | None = None
+        # Ordered view of the keys, built on the first ordered read and then kept current
+        # from ``_touched`` (keys written or deleted since): writers only add to the set.
+        self._ordered: SortedList | None = None
+        self._touched: set[bytes] = set()
         self._compaction_threshold = compaction_threshold
         self._background_compaction = background_compaction
         self._expiry_interval_s = expiry_interval_s
@@ -201,7 +208,8 @@ class KVStore(MutableMapping[bytes, bytes]):
                 self._clear_expiry(seg, key)
         else:
             self._put_ttl(seg, key, value, ttl)
-        self._sorted_keys = None
+        if self._ordered is not None:
+            self._touched.add(key)
         seg.bytes += len(key) + len(value) + RECORD_OVERHEAD_BYTES
         if seg.sealed or seg.bytes >= self._hot_bytes:
             self._put_slow(seg, key, value, ttl)
@@ -274,7 +282,8 @@ class KVStore(MutableMapping[bytes, bytes]):
                 else:
                     self._put_ttl(seg, k, v, ttl)
                 seg.bytes += len(k) + len(v) + RECORD_OVERHEAD_BYTES
-            self._sorted_keys = None
+            if self._ordered is not None:
+                self._touched.update(k for k, _ in norm)
             if seg.bytes >= self._hot_bytes:
                 self._seal_locked()
             ticket = self._committer.ticket()
@@ -312,7 +321,8 @@ class KVStore(MutableMapping[bytes, bytes]):
         if self._expiry:
             self._clear_expiry(seg, k)
         seg.bytes += len(k) + RECORD_OVERHEAD_BYTES
-        self._sorted_keys = None
+        if self._ordered is not None:
+            self._touched.add(k)
         if seg.bytes >= self._hot_bytes:
             self._seal_locked(wait=wait)
 
@@ -488,46 +498,103 @@ class KVStore(MutableMapping[bytes, bytes]):
         if self._closed:
             raise ClosedError("the store is closed; open it again")
 
-    def _live_keys(self) -> list[bytes]:
+    def _exists_unlocked(self, key: bytes, now_ms: int) -> bool:
+        """Whether ``key`` is live, without reading its value."""
+        exp = self._expiry.get(key) if self._expiry else None
+        if exp is not None and exp <= now_ms:
+            return False
+        for d in self._chain:
+            v = d.get(key)
+            if v is not None:
+                return v is not TOMBSTONE
+        return key in self._keydir
+
+    def _ordered_keys(self, lo: bytes, hi: bytes | None, limit: int) -> list[bytes]:
+        """Up to ``limit`` keys in [lo, hi) in order (a snapshot; some may have been deleted
+        meanwhile).
+
+        The first call sorts every key once (O(n log n)); later calls first fold in the keys
+        written or deleted since (O(m log n) for m touched keys), so ordered reads under a
+        write load cost what the writes did, not a re-sort.
+        """
         self._require_open()
         with self._lock:
-            cached = self._sorted_keys
-            if cached is not None:
-                return cached
-            keys = set(self._keydir)
-            for d in reversed(self._chain):
-                for k, v in list(d.items()):
-                    if v is TOMBSTONE:
-                        keys.discard(k)
+            ordered = self._ordered
+            now = self._now_ms()
+            if ordered is None:
+                # IMPORTANT: publish the (empty) view before the snapshot, so that a write
+                # landing after the snapshot is recorded in _touched and folded in below.
+                ordered = self._ordered = SortedList()
+                keys = set(self._keydir)
+                for d in reversed(self._chain):
+                    for k, v in list(d.items()):
+                        if v is TOMBSTONE:
+                            keys.discard(k)
+                        else:
+                            keys.add(k)
+                ordered.update(keys)
+            if self._touched:
+                touched = list(self._touched)  # writers only add, so this is safe to drain
+                live = self._exists_unlocked
+                for k in touched:
+                    if live(k, now):
+                        if k not in ordered:
+                            ordered.add(k)
                     else:
-                        keys.add(k)
-            out = sorted(keys)
-            self._sorted_keys = out
-            return out
+                        ordered.discard(k)
+                self._touched.difference_update(touched)
+            return list(islice(ordered.irange(lo, hi, inclusive=(True, False)), limit))
+
+    def _ordered_iter(self, prefix: bytes, start: bytes | None,
+                      end: bytes | None) -> Iterator[bytes]:
+        """Keys in order, fetched in chunks so a short scan costs O(chunk log n)."""
+        lo, hi = self._prefix_range(prefix, start, end)
+        chunk = SCAN_CHUNK
+        while True:
+            keys = self._ordered_keys(lo, hi, chunk)
+            for k in keys:
+                if k.startswith(prefix):
+                    yield k
+            if len(keys) < chunk:
+                return
+            lo = keys[-1] + b"\x00"  # the smallest key after the last one
+            chunk = min(chunk * 4, 1 << 16)
+
+    def _prefix_range(self, prefix: bytes, start: bytes | None,
+                      end: bytes | None) -> tuple[bytes, bytes | None]:
+        lo = max(prefix, start) if start is not None else prefix
+        hi = end
+        if prefix:
+            stripped = prefix.rstrip(b"\xff")
+            if stripped:
+                after = stripped[:-1] + bytes([stripped[-1] + 1])
+                hi = after if hi is None else min(hi, after)
+        return lo, hi
+
+    def scan_keys(self, prefix: bytes = b"", start: bytes | None = None,
+                  end: bytes | None = None) -> Iterator[bytes]:
+        """Live keys in key order (``prefix`` match, ``start`` <= key < ``end``), without
+        reading values."""
+        live = self._exists_unlocked
+        now = self._now_ms()
+        for k in self._ordered_iter(prefix, start, end):
+            if live(k, now):
+                yield k
 
     def scan(self, prefix: bytes = b"", start: bytes | None = None,
              end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs in key order: ``prefix`` match, ``start`` <= key < ``end``."""
-        import bisect
-
-        keys = self._live_keys()
-        lo = max(prefix, start) if start is not None else prefix
-        i = bisect.bisect_left(keys, lo)
         get = self.get
-        for k in keys[i:]:
-            if end is not None and k >= end:
-                break
-            if not k.startswith(prefix):
-                break
+        for k in self._ordered_iter(prefix, start, end):
             v = get(k)
             if v is not None:
                 yield k, v
 
     def __iter__(self) -> Iterator[bytes]:
-        return (k for k, _ in self.scan())
+        return self.scan_keys()
 
     def __len__(self) -> int:
-        return sum(1 for _ in self.scan())
+        return sum(1 for _ in self.scan_keys())
 
     def __getitem__(self, key: bytes) -> bytes:
         v = self.get(key)

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import json
+import logging
 import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tuffdb.documents.values import format_datetime
 from tuffdb.documents.watch import Subscription, watch
 from tuffdb.errors import OperationalError, ProtocolError
 from tuffdb.server.ekodb_proto import Response
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
     from tuffdb.security.auth import Permission
     from tuffdb.server.ekodb_app import App, Ctx
 
+LOG = logging.getLogger("tuffdb.ekodb.sse")
 HEARTBEAT_SECONDS = 15.0
 MAX_BUFFERED = 10_000
 MAX_SEND_BUFFER_BYTES = 8 << 20
@@ -100,10 +104,10 @@ def _block(event: str, data: Any) -> bytes:
 
 
 async def _heartbeat(write: Callable[[bytes], None]) -> None:
-    loop = asyncio.get_running_loop()
     while True:
         await asyncio.sleep(HEARTBEAT_SECONDS)  # a period, not synchronisation
-        write(_block("heartbeat", {"timestamp": loop.time()}))
+        now = format_datetime(dt.datetime.now(dt.UTC))
+        write(_block("heartbeat", {"timestamp": now}))
 
 
 def sse(app: App, ctx: Ctx, c: str) -> Any:
@@ -135,6 +139,8 @@ def sse(app: App, ctx: Ctx, c: str) -> Any:
             reason = await pump(app, sub, send)
             if not transport.is_closing():
                 transport.write(_block("error", {"code": 409, "message": reason}))
+        except Exception:  # a broken stream must not pass silently
+            LOG.exception("SSE stream failed")
         finally:
             beat.cancel()
             sub.close()

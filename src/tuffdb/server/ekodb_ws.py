@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from tuffdb.security.auth import ApiKey
     from tuffdb.server.ekodb_app import App, Ctx
 
+LOG = logging.getLogger("tuffdb.ekodb.ws")
 HEARTBEAT_SECONDS = 15.0
 MAX_MESSAGE_BYTES = 32 << 20
 WRITES = {"Insert", "Update", "Delete", "BatchInsert", "BatchUpdate", "BatchDelete",
@@ -264,7 +266,12 @@ def ws_endpoint(app: App, ctx: Ctx) -> Any:
         raise NotFoundError("GET /api/ws needs a WebSocket upgrade")
 
     async def run(proto: Any) -> None:
-        await WsSession(app, key, req, proto).run()
+        try:
+            await WsSession(app, key, req, proto).run()
+        except Exception:  # a broken session must not pass silently
+            LOG.exception("WebSocket session failed")
+            if proto.transport is not None:
+                proto.transport.close()
 
     return sse.Takeover(101, b"", "", [], run)
 

@@ -252,13 +252,14 @@ def keys(c: Conn, a: list[bytes]) -> bytes:
     """Every key matching a glob pattern (O(n): prefer SCAN)."""
     pattern = a[1]
     match = compile_glob(pattern)
-    return c.enc.bulks([k for k, _ in scan_keys(c, pattern, None) if match(k)])
+    prefix = literal_prefix(pattern) if pattern else b""
+    return c.enc.bulks([k for k in c.store.scan_keys(prefix) if match(k)])
 
 
 @command("randomkey", 1, "readonly", group="keyspace")
 def randomkey(c: Conn, a: list[bytes]) -> bytes:
     """A random key (the first key at or after a random point; not uniform)."""
     for start in (os.urandom(8), None):
-        for key, _ in itertools.islice(c.store.scan(b"", start), 1):
+        for key in itertools.islice(c.store.scan_keys(b"", start), 1):
             return reply.bulk(key)
     return c.enc.null
