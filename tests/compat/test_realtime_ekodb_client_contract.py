@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -17,6 +17,9 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "ekodb_contract"))
 from ekodb_harness import EkoServer  # noqa: E402
 from qemu_sysroot import ensure  # noqa: E402
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 pytestmark = pytest.mark.slow
 
@@ -34,12 +37,28 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EkoServer]:
 
 
 @pytest.mark.parametrize("mode", ["msgpack", "json"])
-def test_real_ekodb_client_searches_and_subscribes(arm64: tuple[Path, Path, Path],
-                                                   server: EkoServer, mode: str) -> None:
+def test_real_ekodb_client_searches_and_subscribes(
+    arm64: tuple[Path, Path, Path], server: EkoServer, mode: str
+) -> None:
     qemu, sysroot, site = arm64
     script = HERE / "ekodb_contract" / "contract_search_realtime.py"
-    cmd = [str(qemu), "-L", str(sysroot), str(sysroot / "usr/bin/python3.11"), str(script),
-           server.base, server.admin_key, mode]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False,  # noqa: S603
-                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0 and "CONTRACT OK" in done.stdout, done.stdout + done.stderr
+    cmd = [
+        str(qemu),
+        "-L",
+        str(sysroot),
+        str(sysroot / "usr/bin/python3.11"),
+        str(script),
+        server.base,
+        server.admin_key,
+        mode,
+    ]
+    done = subprocess.run(  # noqa: S603 - our own command line
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "CONTRACT OK" in done.stdout, done.stdout + done.stderr

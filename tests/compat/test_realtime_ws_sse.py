@@ -7,9 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import msgspec
@@ -17,7 +16,10 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ekodb_harness import Client, EkoServer  # noqa: E402
+from ekodb_harness import Client, EkoServer
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 WAIT = 30  # seconds before a stuck test fails instead of hanging (not a timing assertion)
 
@@ -53,7 +55,9 @@ class Ws:
         self.n += 1
         mid = f"msg-{self.n}"
         msg = {"type": kind, "messageId": mid, "payload": payload}
-        await self.conn.send(msgspec.msgpack.encode(msg) if self.fmt == "msgpack" else json.dumps(msg))
+        await self.conn.send(
+            msgspec.msgpack.encode(msg) if self.fmt == "msgpack" else json.dumps(msg)
+        )
         while True:
             reply = await self.recv()
             if reply["type"] == "MutationNotification":
@@ -71,8 +75,10 @@ class Ws:
 
 
 async def open_ws(server: EkoServer, token: str, formats: list[str]) -> Ws:
-    conn = await connect(f"ws://127.0.0.1:{server.port}/api/ws",
-                         additional_headers={"Authorization": f"Bearer {token}"})
+    conn = await connect(
+        f"ws://127.0.0.1:{server.port}/api/ws",
+        additional_headers={"Authorization": f"Bearer {token}"},
+    )
     await conn.send(json.dumps({"type": "Hello", "payload": {"formats": formats}}))
     welcome = json.loads(await asyncio.wait_for(conn.recv(), WAIT))
     fmt = "msgpack" if "msgpack" in formats else "json"
@@ -81,30 +87,44 @@ async def open_ws(server: EkoServer, token: str, formats: list[str]) -> Ws:
 
 
 @pytest.mark.parametrize("fmt", ["json", "msgpack"])
-def test_every_request_type_answers_with_success_or_error(server: EkoServer, client: Client,
-                                                          fmt: str) -> None:
+def test_every_request_type_answers_with_success_or_error(
+    server: EkoServer, client: Client, fmt: str
+) -> None:
     c = f"ws_ops_{fmt}"
 
     async def run() -> None:
-        ws = await open_ws(server, client.token, ["msgpack", "json"] if fmt == "msgpack" else ["json"])
+        ws = await open_ws(
+            server, client.token, ["msgpack", "json"] if fmt == "msgpack" else ["json"]
+        )
         ok = await ws.call("Insert", {"collection": c, "record": {"name": "ada", "n": 1}})
         assert ok["type"] == "Success"
         rid = ok["payload"]["data"]["id"]
-        assert (await ws.call("FindById", {"collection": c, "id": rid}))["payload"]["data"]["name"] == {
-            "type": "String", "value": "ada"}
-        await ws.call("BatchInsert", {"collection": c, "records": [{"name": "bob", "n": 2}, {"name": "cy", "n": 3}]})
+        assert (await ws.call("FindById", {"collection": c, "id": rid}))["payload"]["data"][
+            "name"
+        ] == {"type": "String", "value": "ada"}
+        await ws.call(
+            "BatchInsert",
+            {"collection": c, "records": [{"name": "bob", "n": 2}, {"name": "cy", "n": 3}]},
+        )
         everything = (await ws.call("FindAll", {"collection": c}))["payload"]["data"]
         assert len(everything) == 3
         q = {"type": "Condition", "content": {"field": "n", "operator": "Gte", "value": 2}}
-        found = (await ws.call("Query", {"collection": c, "filter": q, "sort": [{"field": "n", "ascending": False}]}))
+        found = await ws.call(
+            "Query", {"collection": c, "filter": q, "sort": [{"field": "n", "ascending": False}]}
+        )
         assert [r["n"]["value"] for r in found["payload"]["data"]] == [3, 2]
         upd = await ws.call("Update", {"collection": c, "id": rid, "record": {"name": "ada l."}})
         assert upd["payload"]["data"]["n"]["value"] == 1
-        act = await ws.call("UpdateWithAction", {"collection": c, "id": rid, "action": "increment", "field": "n", "value": 5})
+        act = await ws.call(
+            "UpdateWithAction",
+            {"collection": c, "id": rid, "action": "increment", "field": "n", "value": 5},
+        )
         assert act["payload"]["data"]["n"]["value"] == 6
         distinct = await ws.call("DistinctValues", {"collection": c, "field": "n"})
         assert distinct["payload"]["data"]["values"] == [2, 3, 6]
-        hits = await ws.call("TextSearch", {"collection": c, "query": "bob", "options": {"limit": 5}})
+        hits = await ws.call(
+            "TextSearch", {"collection": c, "query": "bob", "options": {"limit": 5}}
+        )
         assert [h["record"]["name"]["value"] for h in hits["payload"]["data"]["results"]] == ["bob"]
         ids = [r["id"] for r in everything if r["id"] != rid]
         await ws.call("BatchUpdate", {"collection": c, "updates": [[ids[0], {"n": 20}]]})
@@ -112,20 +132,26 @@ def test_every_request_type_answers_with_success_or_error(server: EkoServer, cli
         assert sorted(bd["payload"]["data"]["successful"]) == sorted(ids)
         assert (await ws.call("Delete", {"collection": c, "id": rid}))["type"] == "Success"
         missing = await ws.call("FindById", {"collection": c, "id": rid})
-        assert missing["type"] == "Error" and missing["code"] == 404 and missing["message"]
-        assert (await ws.call("CreateCollection", {"collection": c + "_new", "schema": {"fields": {}}}))["type"] == "Success"
+        assert missing["type"] == "Error"
+        assert missing["code"] == 404
+        assert missing["message"]
+        assert (
+            await ws.call("CreateCollection", {"collection": c + "_new", "schema": {"fields": {}}})
+        )["type"] == "Success"
         names = (await ws.call("GetCollections", {}))["payload"]["data"]
         assert c + "_new" in names
         assert (await ws.call("DeleteCollection", {"collection": c + "_new"}))["type"] == "Success"
         bad = await ws.call("Frobnicate", {"collection": c})
-        assert bad["type"] == "Error" and bad["code"] == 400
+        assert bad["type"] == "Error"
+        assert bad["code"] == 400
         await ws.conn.close()
 
     asyncio.run(run())
 
 
-def test_ws_subscribers_get_exactly_the_committed_mutations_in_order(server: EkoServer,
-                                                                     client: Client) -> None:
+def test_ws_subscribers_get_exactly_the_committed_mutations_in_order(
+    server: EkoServer, client: Client
+) -> None:
     c = "ws_watch"
 
     async def run() -> None:
@@ -134,7 +160,9 @@ def test_ws_subscribers_get_exactly_the_committed_mutations_in_order(server: Eko
         ack = await everyone.call("Subscribe", {"collection": c})
         assert ack["payload"]["data"]["subscribed"] is True
         assert ack["payload"]["data"]["subscription_id"].startswith("sub_")
-        await active.call("Subscribe", {"collection": c, "filter_field": "status", "filter_value": "active"})
+        await active.call(
+            "Subscribe", {"collection": c, "filter_field": "status", "filter_value": "active"}
+        )
         await active.call("Subscribe", {"collection": "other"})  # several per connection
         async with httpx.AsyncClient(base_url=server.base, headers=client.auth) as http:
             await http.post(f"/api/insert/{c}", json={"id": "a", "status": "active"})
@@ -146,12 +174,21 @@ def test_ws_subscribers_get_exactly_the_committed_mutations_in_order(server: Eko
             await http.post("/api/insert/other", json={"id": "o"})
         got = [await everyone.push() for _ in range(4)]
         assert [(e["event"], e["record_ids"]) for e in got] == [
-            ("insert", ["a"]), ("insert", ["b"]), ("update", ["b"]), ("delete", ["a"])]
-        assert got[0]["collection"] == c and got[0]["timestamp"]
+            ("insert", ["a"]),
+            ("insert", ["b"]),
+            ("update", ["b"]),
+            ("delete", ["a"]),
+        ]
+        assert got[0]["collection"] == c
+        assert got[0]["timestamp"]
         assert got[0]["records"][0]["status"] == {"type": "String", "value": "active"}
         filtered = [await active.push() for _ in range(4)]
         assert [(e["collection"], e["event"], e["record_ids"]) for e in filtered] == [
-            (c, "insert", ["a"]), (c, "update", ["b"]), (c, "delete", ["a"]), ("other", "insert", ["o"])]
+            (c, "insert", ["a"]),
+            (c, "update", ["b"]),
+            (c, "delete", ["a"]),
+            ("other", "insert", ["o"]),
+        ]
         off = await everyone.call("Unsubscribe", {"collection": c})
         assert off["payload"]["data"] == {"collection": c, "found": True, "unsubscribed": True}
         await everyone.call("Insert", {"collection": c, "record": {"id": "z"}})
@@ -166,9 +203,14 @@ def test_sse_streams_mutation_blocks_with_filters(server: EkoServer, client: Cli
     c = "sse_watch"
 
     async def run() -> None:
-        async with httpx.AsyncClient(base_url=server.base, headers=client.auth, timeout=WAIT) as http, \
-                http.stream("GET", f"/api/subscribe/{c}?filter_field=status&filter_value=active",
-                            headers={"Accept": "text/event-stream"}) as stream:
+        async with (
+            httpx.AsyncClient(base_url=server.base, headers=client.auth, timeout=WAIT) as http,
+            http.stream(
+                "GET",
+                f"/api/subscribe/{c}?filter_field=status&filter_value=active",
+                headers={"Accept": "text/event-stream"},
+            ) as stream,
+        ):
             assert stream.status_code == 200
             assert stream.headers["content-type"] == "text/event-stream"
             lines = stream.aiter_lines()
@@ -185,7 +227,8 @@ def test_sse_streams_mutation_blocks_with_filters(server: EkoServer, client: Cli
                 raise AssertionError("stream ended")
 
             kind, sub = await asyncio.wait_for(block(), WAIT)
-            assert kind == "subscribed" and sub["subscription_id"].startswith("sub_")
+            assert kind == "subscribed"
+            assert sub["subscription_id"].startswith("sub_")
             async with httpx.AsyncClient(base_url=server.base, headers=client.auth) as writer:
                 await writer.post(f"/api/insert/{c}", json={"id": "x", "status": "idle"})
                 await writer.post(f"/api/insert/{c}", json={"id": "y", "status": "active"})
@@ -193,7 +236,10 @@ def test_sse_streams_mutation_blocks_with_filters(server: EkoServer, client: Cli
                 await writer.delete(f"/api/delete/{c}/y")
             got = [await asyncio.wait_for(block(), WAIT) for _ in range(3)]
             assert [(k, d["event"], d["record_ids"]) for k, d in got] == [
-                ("mutation", "insert", ["y"]), ("mutation", "update", ["x"]), ("mutation", "delete", ["y"])]
+                ("mutation", "insert", ["y"]),
+                ("mutation", "update", ["x"]),
+                ("mutation", "delete", ["y"]),
+            ]
 
     asyncio.run(run())
 
@@ -209,16 +255,19 @@ def test_ws_and_sse_need_a_token(server: EkoServer) -> None:
     asyncio.run(run())
 
 
-def test_an_sse_client_that_stops_reading_is_cut_off_with_a_reason(server: EkoServer,
-                                                                     client: Client) -> None:
+def test_an_sse_client_that_stops_reading_is_cut_off_with_a_reason(
+    server: EkoServer, client: Client
+) -> None:
     """Writers keep going while the client reads nothing; once the server's send buffer
     for it passes its bound the stream ends with an error block naming why."""
     import socket  # noqa: PLC0415
 
     c = "sse_slow"
     sock = socket.create_connection(("127.0.0.1", server.port))
-    sock.sendall(f"GET /api/subscribe/{c} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
-                 f"{client.token}\r\nAccept: text/event-stream\r\n\r\n".encode())
+    sock.sendall(
+        f"GET /api/subscribe/{c} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        f"{client.token}\r\nAccept: text/event-stream\r\n\r\n".encode()
+    )
     head = b""
     while b"event: subscribed" not in head:
         head += sock.recv(4096)

@@ -89,24 +89,29 @@ class SearchModel(RuleBasedStateMachine):
         for word in WORDS:
             out = self.coll.search(word, enable_stemming=False, limit=1000)
             got = {r["record"]["id"]: r["matched_fields"] for r in out["results"]}
-            want = {rid: sorted(f for f in ("body", "title") if word in doc.get(f, "").split())
-                    for rid, doc in self.model.items()}
+            want = {
+                rid: sorted(f for f in ("body", "title") if word in doc.get(f, "").split())
+                for rid, doc in self.model.items()
+            }
             assert got == {rid: fields for rid, fields in want.items() if fields}
             assert out["total"] == len(got)
         index = state_for(self.coll).text
         assert index.check() == []
-        assert set(index.docs) == {rid for rid, d in self.model.items()
-                                   if d.get("title") or d.get("body")}
+        assert set(index.docs) == {
+            rid for rid, d in self.model.items() if d.get("title") or d.get("body")
+        }
 
     @invariant()
     def vector_search_equals_brute_force(self) -> None:
-        holders = {rid: np.asarray(d["emb"], dtype=float) for rid, d in self.model.items()
-                   if "emb" in d}
+        holders = {
+            rid: np.asarray(d["emb"], dtype=float) for rid, d in self.model.items() if "emb" in d
+        }
         if not holders:
             return
         q = np.array([1.0, 0.5])
-        out = self.coll.search("", vector=q.tolist(), vector_field="emb",
-                               vector_metric="euclidean", vector_k=3)
+        out = self.coll.search(
+            "", vector=q.tolist(), vector_field="emb", vector_metric="euclidean", vector_k=3
+        )
         dist = {rid: float(np.linalg.norm(v - q)) for rid, v in holders.items()}
         got = [r["record"]["id"] for r in out["results"]]
         want = sorted(dist, key=lambda r: (dist[r], r))[:3]
@@ -122,6 +127,9 @@ class SearchModel(RuleBasedStateMachine):
 
 
 SearchModel.TestCase.settings = settings(
-    max_examples=50, stateful_step_count=25, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow])
+    max_examples=50,
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 test_search_model = SearchModel.TestCase

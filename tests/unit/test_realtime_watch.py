@@ -4,13 +4,16 @@ always pass), transactions as one commit, a slow watcher cut off without slowing
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tuffdb.documents import Database
 from tuffdb.errors import ClosedError, IntegrityError, OperationalError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 
 @pytest.fixture
@@ -38,15 +41,22 @@ def test_insert_update_delete_arrive_in_commit_order(db: Database) -> None:
         first = sub.get(timeout=0)
         assert first is not None
         assert first["records"] == [{"id": "u1", "name": "Ada"}]
-        assert first["collection"] == "users" and first["timestamp"].endswith("Z")
+        assert first["collection"] == "users"
+        assert first["timestamp"].endswith("Z")
         assert drain(sub) == [("update", ["u1"]), ("insert", ["u2", "u3"]), ("delete", ["u1"])]
 
 
 def test_filter_narrows_inserts_and_updates_but_deletes_pass(db: Database) -> None:
     users = db.collection("users")
     users.insert({"id": "old", "status": "inactive"})
-    active = {"type": "Condition", "content": {"field": "status", "operator": "Eq", "value": "active"}}
-    with users.watch(active) as sub, users.watch(filter_field="status", filter_value="active") as sub2:
+    active = {
+        "type": "Condition",
+        "content": {"field": "status", "operator": "Eq", "value": "active"},
+    }
+    with (
+        users.watch(active) as sub,
+        users.watch(filter_field="status", filter_value="active") as sub2,
+    ):
         users.insert_many([{"id": "a", "status": "active"}, {"id": "b", "status": "inactive"}])
         users.update("b", {"status": "active"})
         users.update("a", {"status": "inactive"})
@@ -56,7 +66,9 @@ def test_filter_narrows_inserts_and_updates_but_deletes_pass(db: Database) -> No
         assert drain(sub2) == want
 
 
-def test_failed_and_uncommitted_writes_are_not_seen_and_a_transaction_is_one_event(db: Database) -> None:
+def test_failed_and_uncommitted_writes_are_not_seen_and_a_transaction_is_one_event(
+    db: Database,
+) -> None:
     users = db.collection("users")
     users.insert({"id": "x"})
     with users.watch() as sub:
@@ -99,7 +111,7 @@ def test_a_reader_thread_receives_every_committed_write_in_order(db: Database) -
     def reader() -> None:
         for event in sub:
             got.extend(event["record_ids"])
-            if len(got) == 200:  # noqa: PLR2004
+            if len(got) == 200:
                 return
 
     t = threading.Thread(target=reader)

@@ -4,8 +4,7 @@ and index upkeep across updates, deletes, transactions and reopen."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -14,12 +13,20 @@ from tuffdb.documents.fulltext.analyzer import edit_distance, terms
 from tuffdb.documents.fulltext.stemmer import stem
 from tuffdb.documents.search_index import state_for
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
 CORPUS = [
-    {"id": "a", "title": "Rust databases", "body": "A database written in Rust is fast", "year": 2020},
-    {"id": "b", "title": "Python database", "body": "Python databases and database indexes", "year": 2021},
-    {"id": "c", "title": "Gardening", "body": "Running water for the garden; the runner runs", "year": 2019},
+    {"id": "a", "title": "Rust databases", "body": "A database written in Rust is fast",
+     "year": 2020},
+    {"id": "b", "title": "Python database", "body": "Python databases and database indexes",
+     "year": 2021},
+    {"id": "c", "title": "Gardening", "body": "Running water for the garden; the runner runs",
+     "year": 2019},
     {"id": "d", "title": "Cooking", "body": "Boiling pasta in salted water", "year": 2022},
-    {"id": "e", "title": "Search engines", "body": "Full text search ranks documents with BM25", "year": 2023},
+    {"id": "e", "title": "Search engines", "body": "Full text search ranks documents with BM25",
+     "year": 2023},
 ]  # fmt: skip
 
 
@@ -38,7 +45,12 @@ def ids(result: dict) -> list[str]:
 
 def test_porter_stemmer_and_analyzer_basics() -> None:
     assert [stem(w) for w in ("running", "runs", "databases", "relational", "happy")] == [
-        "run", "run", "databas", "relat", "happi"]
+        "run",
+        "run",
+        "databas",
+        "relat",
+        "happi",
+    ]
     assert terms("The Quick brown fox is in the box") == ["quick", "brown", "fox", "box"]
     assert edit_distance("databse", "database", 2) == 1
     assert edit_distance("kitten", "sitting", 2) == 3  # limit + 1: gave up
@@ -96,14 +108,16 @@ def test_boost_exact_prefers_the_verbatim_phrase(db: Database) -> None:
     posts.insert({"id": "g", "title": "x", "body": "text search and full documents"})
     plain = ids(posts.search("full text search"))
     boosted = ids(posts.search("full text search", boost_exact=True))
-    assert boosted[0] == "e" and set(plain) == set(boosted)
+    assert boosted[0] == "e"
+    assert set(plain) == set(boosted)
 
 
 def test_filters_apply_before_ranking_and_min_score_and_limit_cut(db: Database) -> None:
     posts = db.collection("posts")
     newer = {"type": "Condition", "content": {"field": "year", "operator": "Gte", "value": 2021}}
     out = posts.search("database", filters=newer)
-    assert ids(out) == ["b"] and out["total"] == 1
+    assert ids(out) == ["b"]
+    assert out["total"] == 1
     top = posts.search("database")["results"][0]["score"]
     assert ids(posts.search("database", min_score=top)) == ["b"]
     assert ids(posts.search("database water", limit=1)) == ["b"]
@@ -146,9 +160,18 @@ def test_index_is_rebuilt_from_records_after_reopen(tmp_path: Path) -> None:
 
 def test_schema_text_index_limits_fields_and_language(tmp_path: Path) -> None:
     with Database.open(tmp_path / "docs") as db:
-        db.create_collection("notes", {"fields": {
-            "title": {"field_type": "String", "index": {"type": "text", "language": "english"}},
-            "tag": {"field_type": "String"}}})
+        db.create_collection(
+            "notes",
+            {
+                "fields": {
+                    "title": {
+                        "field_type": "String",
+                        "index": {"type": "text", "language": "english"},
+                    },
+                    "tag": {"field_type": "String"},
+                }
+            },
+        )
         notes = db.collection("notes")
         notes.insert({"id": "n1", "title": "alpha", "tag": "beta"})
         assert ids(notes.search("alpha")) == ["n1"]
