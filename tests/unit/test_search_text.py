@@ -86,6 +86,15 @@ def test_fuzzy_finds_typos_with_lower_scores_than_exact(db: Database) -> None:
     assert ids(posts.search("pyhton", fuzzy=True, max_edit_distance=1)) == []  # transposition = 2
 
 
+def test_fuzzy_finds_words_added_after_its_first_use(db: Database) -> None:
+    posts = db.collection("posts")
+    assert ids(posts.search("garden", fuzzy=True)) == ["c"]  # builds the fuzzy index
+    posts.insert({"id": "k", "body": "kubernetes clusters"})
+    assert ids(posts.search("kubernets", fuzzy=True)) == ["k"]
+    # a budget of 3 walks the vocabulary instead (also finds "rust" for "clustr": 3 edits)
+    assert ids(posts.search("kubernetes clustr", fuzzy=True, max_edit_distance=3)) == ["k", "a"]
+
+
 def test_case_sensitive_search(db: Database) -> None:
     posts = db.collection("posts")
     assert ids(posts.search("rust", case_sensitive=True)) == []

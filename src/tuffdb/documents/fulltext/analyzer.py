@@ -107,6 +107,21 @@ def edit_distance(a: str, b: str, limit: int) -> int:
     return min(prev[lb], big)
 
 
+def deletions(term: str, depth: int) -> set[str]:
+    """``term`` and every string made by deleting up to ``depth`` of its characters.
+
+    Two words within edit distance d share a string reachable from both by at most d
+    deletions (a substitution is a deletion on each side), so comparing these sets finds
+    every fuzzy candidate without walking the vocabulary (the SymSpell idea).
+    """
+    out = {term}
+    frontier = {term}
+    for _ in range(depth):
+        frontier = {w[:i] + w[i + 1:] for w in frontier for i in range(len(w))}
+        out |= frontier
+    return out
+
+
 def fuzzy_budget(term: str, max_edit_distance: int) -> int:
     """Edits allowed for ``term``: none under 3 letters, at most 1 under 6 letters.
 

@@ -9,6 +9,8 @@ as numpy over arrays indexed by slot (scoring.py). Layout::
     docs[id]              -> {field: Counter of raw-case tokens} (for removal, case checks)
     by_stem[stem]         -> terms with that stem (grows only; stale terms are harmless)
     by_length[n]          -> terms of n characters, for fuzzy matching (grows only)
+    by_deletion[s]        -> terms that give s by deleting <= 2 characters (built on the
+                             first fuzzy query, then kept current; grows only)
 
 ``arrays(field, term)`` gives the postings as two numpy arrays (slots, frequencies),
 built lazily and dropped whenever that term's postings change.
@@ -25,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from tuffdb.documents.fulltext.analyzer import stemmer_for, stop_words, tokens
+from tuffdb.documents.fulltext.analyzer import deletions, stemmer_for, stop_words, tokens
 
 _EMPTY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+FUZZY_INDEX_DEPTH = 2  # deletion-neighbourhood depth; larger edit budgets walk the vocabulary
 
 
 def text_fields(record: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
@@ -68,6 +71,7 @@ class TextIndex:
         self.by_stem: dict[str, set[str]] = {}
         self.by_length: dict[int, set[str]] = {}
         self._arrays: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+        self.by_deletion: dict[str, set[str]] | None = None
 
     @property
     def capacity(self) -> int:
@@ -127,8 +131,12 @@ class TextIndex:
             for term, n in lower.items():
                 fp.setdefault(term, {})[slot] = n
                 arrays.pop((field, term), None)
-                self.by_stem.setdefault(stem(term), set()).add(term)
-                self.by_length.setdefault(len(term), set()).add(term)
+                same_length = self.by_length.setdefault(len(term), set())
+                if term not in same_length:
+                    same_length.add(term)
+                    self.by_stem.setdefault(stem(term), set()).add(term)
+                    if self.by_deletion is not None:
+                        self._add_deletions(term)
             length = sum(lower.values())
             self._lengths(field)[slot] = length
             self.counts[field] = self.counts.get(field, 0) + 1
@@ -154,6 +162,27 @@ class TextIndex:
             lengths[slot] = 0
         self.ids[slot] = None
         self.free.append(slot)
+
+    def _add_deletions(self, term: str) -> None:
+        assert self.by_deletion is not None
+        for s in deletions(term, FUZZY_INDEX_DEPTH):
+            self.by_deletion.setdefault(s, set()).add(term)
+
+    def fuzzy_candidates(self, term: str, budget: int) -> set[str]:
+        """Indexed terms that may lie within ``budget`` edits of ``term`` (a superset)."""
+        if budget > FUZZY_INDEX_DEPTH:
+            return {t for n in range(len(term) - budget, len(term) + budget + 1)
+                    for t in self.by_length.get(n, ())}
+        if self.by_deletion is None:
+            self.by_deletion = {}
+            for same_length in self.by_length.values():
+                for t in same_length:
+                    self._add_deletions(t)
+        by_deletion = self.by_deletion
+        out: set[str] = set()
+        for s in deletions(term, budget):
+            out |= by_deletion.get(s, set())
+        return out
 
     def arrays(self, field: str, term: str) -> tuple[np.ndarray, np.ndarray]:
         """The postings of ``term`` in ``field`` as (slots, frequencies) arrays."""

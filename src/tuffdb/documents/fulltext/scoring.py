@@ -63,8 +63,8 @@ def variants(index: TextIndex, term: str, q: TextQuery) -> dict[str, float]:
             out.setdefault(t, STEM_FACTOR)
     if q.fuzzy:
         budget = fuzzy_budget(term, q.max_edit_distance)
-        for n in range(len(term) - budget, len(term) + budget + 1):
-            for t in index.by_length.get(n, ()):
+        if budget:
+            for t in index.fuzzy_candidates(term, budget):
                 if t not in out:
                     d = edit_distance(term, t, budget)
                     if d <= budget:
