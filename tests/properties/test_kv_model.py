@@ -123,6 +123,12 @@ class KVMachine(RuleBasedStateMachine):
         self.store.close()
         self.store = self._open()
 
+    @rule(mode=st.sampled_from(["always", "interval", "none"]))
+    def set_durability(self, mode: str) -> None:
+        """Switching modes live seals the active segment when logging turns on or off."""
+        self.store.set_durability(mode)
+        assert self.store.durability == mode
+
     @rule(seconds=st.integers(0, 150))
     def advance(self, seconds: int) -> None:
         self.clock.now += seconds
@@ -181,3 +187,22 @@ KVMachineAlways.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 TestKVModelAlways = KVMachineAlways.TestCase
+
+
+class KVMachineBusyBackground(KVMachine):
+    """Background work as often as it can be: one sealed segment before back-pressure,
+    merges at 5% dead, and the expiry sweep every 10 ms, racing every foreground step."""
+
+    options: dict[str, object] = {
+        "durability": "interval", "interval_ms": 5, "hot_bytes": HOT_BYTES, "max_sealed": 1,
+        "compaction_threshold": 0.05, "expiry_interval_s": 0.01,
+    }
+
+
+KVMachineBusyBackground.TestCase.settings = settings(
+    max_examples=60,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+TestKVModelBusyBackground = KVMachineBusyBackground.TestCase
