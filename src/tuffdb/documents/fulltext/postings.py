@@ -72,6 +72,7 @@ class TextIndex:
         self.by_length: dict[int, set[str]] = {}
         self._arrays: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
         self.by_deletion: dict[str, set[str]] | None = None
+        self.terms: set[str] = set()  # every term ever indexed (grows only)
 
     @property
     def capacity(self) -> int:
@@ -82,15 +83,15 @@ class TextIndex:
             return self.fields[field]
         return self.default_language
 
-    def _extract(self, record: dict[str, Any]) -> dict[str, Counter[str]]:
-        per_field: dict[str, Counter[str]] = {}
+    def _extract(self, record: dict[str, Any]) -> dict[str, list[str]]:
+        per_field: dict[str, list[str]] = {}
         for field, text in text_fields(record):
             if self.fields is not None and field not in self.fields:
                 continue
             stop = stop_words(self.language(field))
             raw = [t for t in tokens(text) if t.lower() not in stop]
             if raw:
-                per_field.setdefault(field, Counter()).update(raw)
+                per_field.setdefault(field, []).extend(raw)
         return per_field
 
     def _new_slot(self, rid: str) -> int:
@@ -119,28 +120,36 @@ class TextIndex:
         per_field = self._extract(record)
         if not per_field:
             return
-        self.docs[rid] = per_field
         slot = self._new_slot(rid)
-        arrays = self._arrays
+        self.docs[rid] = doc = {}
+        # Local aliases: this loop runs once per term of every record written.
+        arrays, known, postings = self._arrays, self.terms, self.postings
         for field, raw in per_field.items():
-            lower: Counter[str] = Counter()
-            for tok, n in raw.items():
-                lower[tok.lower()] += n
-            fp = self.postings.setdefault(field, {})
-            stem = stemmer_for(self.language(field))
+            doc[field] = Counter(raw)
+            lower = Counter(map(str.lower, raw))
+            fp = postings.get(field)
+            if fp is None:
+                postings[field] = fp = {}
             for term, n in lower.items():
-                fp.setdefault(term, {})[slot] = n
-                arrays.pop((field, term), None)
-                same_length = self.by_length.setdefault(len(term), set())
-                if term not in same_length:
-                    same_length.add(term)
-                    self.by_stem.setdefault(stem(term), set()).add(term)
-                    if self.by_deletion is not None:
-                        self._add_deletions(term)
-            length = sum(lower.values())
-            self._lengths(field)[slot] = length
+                plist = fp.get(term)
+                if plist is None:
+                    fp[term] = {slot: n}
+                    if term not in known:
+                        self._new_term(term, field)
+                else:
+                    plist[slot] = n
+                if arrays:
+                    arrays.pop((field, term), None)
+            self._lengths(field)[slot] = len(raw)
             self.counts[field] = self.counts.get(field, 0) + 1
-            self.totals[field] = self.totals.get(field, 0) + length
+            self.totals[field] = self.totals.get(field, 0) + len(raw)
+
+    def _new_term(self, term: str, field: str) -> None:
+        self.terms.add(term)
+        self.by_stem.setdefault(stemmer_for(self.language(field))(term), set()).add(term)
+        self.by_length.setdefault(len(term), set()).add(term)
+        if self.by_deletion is not None:
+            self._add_deletions(term)
 
     def remove(self, rid: str) -> None:
         per_field = self.docs.pop(rid, None)
