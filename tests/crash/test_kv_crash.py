@@ -558,7 +558,8 @@ def test_check_on_a_live_store_does_not_report_a_write_in_progress(
         store.close()
 
 
-def test_a_read_racing_two_compactions_returns_the_value(tmp_path: Path) -> None:
+@pytest.mark.parametrize("read", ["get", "scan"])
+def test_a_read_racing_two_compactions_returns_the_value(tmp_path: Path, read: str) -> None:
     """A reader resolved its cold segment, then stalled before its pread (a slow disk);
     meanwhile two compactions retired and closed that segment. The read failed on a healthy
     store: OSError(EBADF), or, when the descriptor number had been reused by a newer file,
@@ -581,7 +582,10 @@ def test_a_read_racing_two_compactions_returns_the_value(tmp_path: Path) -> None
 
     def reader() -> None:
         try:
-            result["value"] = store.get(b"k050")
+            if read == "get":
+                result["value"] = store.get(b"k050")
+            else:
+                result["value"] = dict(store.scan(prefix=b"k05"))[b"k050"]
         except Exception as exc:  # noqa: BLE001 - asserted below
             result["error"] = exc
 
