@@ -16,7 +16,9 @@ for coordinated omission). Per repetition, on a fresh data directory:
    ``limit 10``; also with ``fuzzy=True``. Queries/s and latency percentiles.
 4. **Vector**: exact (flat) top-10 for every query vector is the ground truth; hnsw is
    run for each ``ef_search`` in EF_SWEEP and the fastest setting with recall@10 >= 0.95
-   is reported (with the whole sweep), beside flat's own queries/s.
+   is reported (with the whole sweep), beside flat's own queries/s. Note the paths differ:
+   flat is timed on the index alone, hnsw through ``collection.search`` (which also loads
+   and projects the 10 records), so flat looks better than it is at small sizes.
 
 Output: ``docs/benchmarks/search-raw/<run-id>.json`` and ``latest.json`` (every rep, the
 environment, the command); ``--out`` changes the directory.
