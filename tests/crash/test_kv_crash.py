@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -90,6 +91,21 @@ class Child:
             self.last_ack[int(t)] = int(i)
             self.acks += 1
         return text
+
+    def read_for(self, seconds: float) -> None:
+        """Consume whatever the child says for ``seconds`` (the kill moment is random)."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    return
+                self.buf += chunk
+                while b"\n" in self.buf:
+                    self.line()
 
     def expect(self, wanted: str) -> None:
         while (text := self.line()) != wanted:
@@ -165,7 +181,11 @@ def _run_rounds(tmp_path: Path, options: dict[str, Any], seed: int, rounds: int,
     seen: dict[int, dict[bytes, Any]] = {}  # what each earlier round recovered to
     for round_ in range(rounds):
         ctx = f"seed={seed} round={round_}"
-        if mode == "random-kill":
+        if mode == "timed-kill":  # any moment after spawn: import, open, recovery, writes
+            child = Child(path, round_, options, *extra, threads=threads)
+            child.read_for(rng.uniform(0.0, 1.2))
+            child.kill()
+        elif mode == "random-kill":
             child = Child(path, round_, options, *extra, threads=threads)
             child.expect("ready")
             target = rng.choice((0, 1, rng.randrange(2, 60), rng.randrange(60, 400)))
@@ -185,7 +205,7 @@ def _run_rounds(tmp_path: Path, options: dict[str, Any], seed: int, rounds: int,
         child.close()
         data = _recovered(path, options)
         exact = mode == "quiesce"
-        prefix = (mode == "random-kill" and options["durability"] != "always"
+        prefix = (mode != "quiesce" and options["durability"] != "always"
                   and "--sync-writes" not in extra)
         _verify_round(data, round_, child.last_ack, exact=exact, prefix=prefix)
         seen[round_] = {k: v for k, v in data.items() if k.startswith(namespace(round_))}
@@ -208,6 +228,13 @@ def test_always_encrypted_every_acknowledged_write_survives_sigkill(tmp_path: Pa
     options = {"durability": "always", "hot_bytes": HOT_BYTES,
                "encryption_key_hex": bytes(range(32)).hex()}
     _run_rounds(tmp_path, options, seed=9, rounds=3, mode="random-kill")
+
+
+def test_always_kills_at_any_moment_including_open_and_recovery(tmp_path: Path) -> None:
+    """Kills at a random time after spawn, so some land while the child is still opening
+    the store and recovering what the previous kill left."""
+    options = {"durability": "always", "hot_bytes": HOT_BYTES}
+    _run_rounds(tmp_path, options, 10, 6, "timed-kill", "--compact-every", "40")
 
 
 def test_always_acknowledged_writes_survive_sigkill_during_compaction(tmp_path: Path) -> None:
