@@ -283,3 +283,33 @@ def test_an_sse_client_that_stops_reading_is_cut_off_with_a_reason(
     last = tail.decode(errors="replace").strip().split("\n\n")[-1]
     assert last.startswith("event: error")
     assert "stopped reading" in last
+
+
+def test_schema_changes_are_pushed_to_ws_and_sse(server: EkoServer, client: Client) -> None:
+    c = "schema_watch"
+
+    async def run() -> None:
+        ws = await open_ws(server, client.token, ["json"])
+        await ws.call("Subscribe", {"collection": c})
+        async with (
+            httpx.AsyncClient(base_url=server.base, headers=client.auth, timeout=WAIT) as http,
+            http.stream("GET", f"/api/subscribe/{c}") as stream,
+        ):
+            lines = stream.aiter_lines()
+            async for line in lines:
+                if line == "event: subscribed":
+                    break
+            schema = {"fields": {"name": {"field_type": "String"}}}
+            assert (await http.post(f"/api/collections/{c}", json=schema)).status_code == 200
+            reply = await ws.recv()
+            assert reply["type"] == "SchemaChanged"
+            assert reply["payload"] == {"collection": c, "version": 1, "primary_key_alias": "id"}
+            async for line in lines:
+                if line.startswith("event: "):
+                    assert line == "event: schema_changed"
+                    data = json.loads((await anext(lines))[6:])
+                    assert data == {"collection": c, "version": 1, "primary_key_alias": "id"}
+                    break
+        await ws.conn.close()
+
+    asyncio.run(run())

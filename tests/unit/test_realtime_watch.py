@@ -122,3 +122,18 @@ def test_a_reader_thread_receives_every_committed_write_in_order(db: Database) -
     assert not t.is_alive()
     assert got == [f"{i:04d}" for i in range(200)]
     sub.close()
+
+
+def test_schema_changes_arrive_only_when_asked_for(db: Database) -> None:
+    users = db.collection("users")
+    users.insert({"id": "u"})
+    with users.watch(schema_events=True) as sub, users.watch() as plain:
+        users.set_schema({"fields": {"name": {"field_type": "String"}}})
+        users.set_schema({"fields": {"name": {"field_type": "String", "required": False}}})
+        first, second = sub.get(timeout=0), sub.get(timeout=0)
+        assert first is not None
+        assert second is not None
+        assert first["event"] == "schema_changed"
+        assert (first["version"], second["version"]) == (1, 2)
+        assert first["primary_key_alias"] == "id"
+        assert drain(plain) == []

@@ -66,6 +66,9 @@ class CollectionMeta:
                 self.index_defs[f] = (kind, schema.fields[f].unique)
             self._save_meta()
             self._rebuild_indexes()
+            for listener in list(self.db.listeners):  # SchemaChanged pushes: documents/watch.py
+                if hasattr(listener, "on_schema"):
+                    listener.on_schema(self.name, schema)
 
     def create_index(self, field: str, kind: str = "hash", *, unique: bool = False) -> None:
         """Build a secondary index on ``field`` (``"hash"`` or ``"ordered"``).

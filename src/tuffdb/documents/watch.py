@@ -11,6 +11,10 @@ query language, or ``field=value`` via ``filter_field``/``filter_value``) narrow
 and update events to matching records and drops events left empty; deletes always pass
 (the record is gone, there is nothing to test).
 
+With ``schema_events=True`` a schema change of the collection also arrives, as
+``{"collection", "event": "schema_changed", "version", "primary_key_alias"}`` (the
+servers turn it into ``SchemaChanged`` / ``event: schema_changed``).
+
 Writers never wait for watchers: the hub appends to each subscriber's buffer under the
 database lock and returns. A subscriber with ``max_buffered`` events not yet taken is
 disconnected at once: its buffer is dropped and its next read raises
@@ -42,8 +46,10 @@ class Subscription:
     """One watcher; iterate it, or ``get(timeout)``; ``close()`` when done."""
 
     def __init__(self, hub: WatchHub, collection: str,
-                 predicate: Callable[[dict[str, Any]], bool] | None, max_buffered: int) -> None:
+                 predicate: Callable[[dict[str, Any]], bool] | None, max_buffered: int,
+                 *, schema_events: bool = False) -> None:
         self.hub, self.collection, self.predicate = hub, collection, predicate
+        self.schema_events = schema_events
         self.max_buffered = max_buffered
         self.buffer: deque[tuple[dict[str, Any], int | None]] = deque()
         self.cond = threading.Condition(threading.Lock())
@@ -53,7 +59,7 @@ class Subscription:
     # --- writer side (under the database lock; never blocks) ------------------------
     def offer(self, event: dict[str, Any], ticket: int | None) -> bool:
         """Buffer ``event``; False when this subscriber was cut off (or is closed)."""
-        if event["event"] != "delete" and self.predicate is not None:
+        if event["event"] in ("insert", "update") and self.predicate is not None:
             keep = [i for i, r in enumerate(event["records"]) if self.predicate(r)]
             if not keep:
                 return True
@@ -169,6 +175,17 @@ class WatchHub:
                 if not sub.offer(event, ticket):
                     self.remove(sub)
 
+    def on_schema(self, collection: str, schema: Any) -> None:
+        subs = [s for s in self.subs.get(collection, ()) if s.schema_events]
+        if not subs:
+            return
+        event = {"collection": collection, "event": "schema_changed",
+                 "version": 0 if schema is None else schema.version,
+                 "primary_key_alias": "id" if schema is None else schema.primary_key_alias}
+        for sub in subs:
+            if not sub.offer(event, None):
+                self.remove(sub)
+
     def wait_durable(self, ticket: int | None) -> None:
         kv = self.db.kv
         if ticket is not None and getattr(kv, "durability", None) == "always":
@@ -206,13 +223,15 @@ def predicate_of(filter: Any = None, filter_field: str | None = None,  # noqa: A
     return None if node is None else compile_node(node)
 
 
-def watch(coll: Collection, filter: Any = None, *, filter_field: str | None = None,  # noqa: A002
-          filter_value: Any = None, max_buffered: int = DEFAULT_MAX_BUFFERED) -> Subscription:
+def watch(coll: Collection, filter: Any = None, *, filter_field: str | None = None,  # noqa: A002, PLR0913 - the ekoDB subscription options
+          filter_value: Any = None, max_buffered: int = DEFAULT_MAX_BUFFERED,
+          schema_events: bool = False) -> Subscription:
     """Subscribe to ``coll``'s mutations from now on (see the module docstring).
 
     :raises ProtocolError: on a malformed filter.
     """
     sub = Subscription(hub_for(coll.db), coll.name,
-                       predicate_of(filter, filter_field, filter_value), max_buffered)
+                       predicate_of(filter, filter_field, filter_value), max_buffered,
+                       schema_events=schema_events)
     sub.hub.add(sub)
     return sub

@@ -59,7 +59,7 @@ def new_subscription_id() -> str:
 def subscribe(app: App, c: str, filter_field: str | None, filter_value: Any) -> Subscription:
     check_collection_name(c)  # a collection may be watched before its first insert
     return watch(app.db.collection(c), filter_field=filter_field, filter_value=filter_value,
-                 max_buffered=MAX_BUFFERED)
+                 max_buffered=MAX_BUFFERED, schema_events=True)
 
 
 def wire_event(app: App, event: dict[str, Any], perm: Permission | None) -> dict[str, Any]:
@@ -131,7 +131,11 @@ def sse(app: App, ctx: Ctx, c: str) -> Any:
                 return False
             if transport.get_write_buffer_size() > MAX_SEND_BUFFER_BYTES:
                 return False
-            transport.write(_block("mutation", wire_event(app, event, perm)))
+            if event["event"] == "schema_changed":
+                payload = {k: v for k, v in event.items() if k != "event"}
+                transport.write(_block("schema_changed", payload))
+            else:
+                transport.write(_block("mutation", wire_event(app, event, perm)))
             return True
 
         beat = asyncio.get_running_loop().create_task(_heartbeat(transport.write))

@@ -235,6 +235,10 @@ class WsSession:
                 return False
             if self.transport.get_write_buffer_size() > sse.MAX_SEND_BUFFER_BYTES:
                 return False
+            if event["event"] == "schema_changed":
+                payload = {k: v for k, v in event.items() if k != "event"}
+                self.send({"type": "SchemaChanged", "payload": payload})
+                return True
             payload = {**sse.wire_event(self.app, event, perm), "subscription_id": sid}
             self.send({"type": "MutationNotification", "payload": payload})
             return True
