@@ -14,8 +14,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_bench_search_smoke(tmp_path: Path) -> None:
-    cmd = [sys.executable, str(REPO / "bench" / "search.py"), "--docs", "300", "--queries", "20",
-           "--reps", "1", "--dir", str(tmp_path / "data"), "--out", str(tmp_path / "out")]
+    cmd = [
+        sys.executable,
+        str(REPO / "bench" / "search.py"),
+        "--docs",
+        "300",
+        "--queries",
+        "20",
+        "--reps",
+        "1",
+        "--dir",
+        str(tmp_path / "data"),
+        "--out",
+        str(tmp_path / "out"),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)  # noqa: S603
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads((tmp_path / "out" / "latest.json").read_text())
@@ -23,18 +35,56 @@ def test_bench_search_smoke(tmp_path: Path) -> None:
     assert rep["docs"] == 300
     assert rep["text"]["qps"] > 0
     assert rep["vector_hnsw_sweep"][0]["ef_search"] == 16
+    plot = [
+        sys.executable,
+        str(REPO / "bench" / "plot_ycsb.py"),
+        "--search",
+        str(tmp_path / "out" / "latest.json"),
+        "--out",
+        str(tmp_path / "plots"),
+    ]
+    done = subprocess.run(plot, capture_output=True, text=True, timeout=300, check=False)  # noqa: S603
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "| 0 | 300 |" in (tmp_path / "plots" / "search-results.md").read_text()
 
 
 def test_bench_ycsb_smoke(tmp_path: Path) -> None:
-    cmd = [sys.executable, str(REPO / "bench" / "ycsb.py"), "--records", "200", "--ops", "400",
-           "--threads", "1,2", "--reps", "1", "--stores", "tuffdb-embedded,tuffdb-http",
-           "--dir", str(tmp_path / "data"), "--out", str(tmp_path / "out")]
+    cmd = [
+        sys.executable,
+        str(REPO / "bench" / "ycsb.py"),
+        "--records",
+        "200",
+        "--ops",
+        "400",
+        "--threads",
+        "1,2",
+        "--reps",
+        "1",
+        "--stores",
+        "tuffdb-embedded,tuffdb-http",
+        "--dir",
+        str(tmp_path / "data"),
+        "--out",
+        str(tmp_path / "out"),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)  # noqa: S603
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads((tmp_path / "out" / "latest.json").read_text())
     cells = {(c["tier"], c["store"]): c for c in result["cells"]}
-    assert set(cells) == {(t, s) for t in ("durable", "cache")
-                          for s in ("tuffdb-embedded", "tuffdb-http")}
+    assert set(cells) == {
+        (t, s) for t in ("durable", "cache") for s in ("tuffdb-embedded", "tuffdb-http")
+    }
     for cell in cells.values():
         assert set(cell["workloads"]) == {f"{w}/{t}" for w in "ABCDF" for t in (1, 2)}
         assert all(res["errors"] == 0 for res in cell["workloads"].values())
+    plot = [
+        sys.executable,
+        str(REPO / "bench" / "plot_ycsb.py"),
+        str(tmp_path / "out" / "latest.json"),
+        "--out",
+        str(tmp_path / "plots"),
+    ]
+    done = subprocess.run(plot, capture_output=True, text=True, timeout=300, check=False)  # noqa: S603
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "| A/1 |" in (tmp_path / "plots" / "ycsb-results.md").read_text()
+    assert (tmp_path / "plots" / "ycsb.png").stat().st_size > 0

@@ -1,0 +1,140 @@
+"""Redraw the YCSB and search benchmark tables and charts from raw results only.
+
+    python bench/plot_ycsb.py                                   # docs/benchmarks/ycsb-raw/latest.json
+    python bench/plot_ycsb.py RESULT.json --out DIR             # a given run
+    python bench/plot_ycsb.py --search docs/benchmarks/search-raw/latest.json
+
+YCSB: one table per durability tier (tiers never share a table or a panel), a row per
+workload and thread count, a column per store with the median ops/s over repetitions
+(min-max beside it) and tuffdb-http's ratio to the tier's peer (PostgreSQL for durable,
+Redis for cache); p50/p99 of the median repetition when N >= 1000. Generator ceilings are
+listed under each table. Writes ``ycsb-results.md`` and ``ycsb.png``. Search: a table of
+text/vector queries/s and the hnsw recall sweep, ``search-results.md``.
+"""
+
+# Benchmark script, not library code.
+# ruff: noqa: INP001, CPY001, T201, E501, ISC004
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+PEER = {"durable": "postgres", "cache": "redis"}
+
+
+def _cells(result: dict[str, Any]) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    out: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for c in result["cells"]:
+        for wl, res in c["workloads"].items():
+            out.setdefault((c["tier"], c["store"], wl), []).append(res)
+    return out
+
+
+def _median_rep(reps: list[dict[str, Any]]) -> dict[str, Any]:
+    ordered = sorted(reps, key=lambda r: r["ops_per_s"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def ycsb_markdown(result: dict[str, Any]) -> str:
+    cells = _cells(result)
+    tiers = sorted({t for t, _, _ in cells}, key=lambda t: t != "durable")
+    lines = [f"# YCSB results ({result['run_id']})", "",
+             f"{result['records']:,} records, {result['ops']:,} measured ops per cell; "
+             f"host {result['environment'].get('host')}, {result['environment'].get('cpu_model')}; "
+             f"fsync probe avg {result['environment'].get('fsync_start', {}).get('avg_us', '?')} us.",
+             "Closed loop: latency not corrected for coordinated omission.", ""]
+    for tier in tiers:
+        stores = sorted({s for t, s, _ in cells if t == tier})
+        wls = sorted({w for t, _, w in cells if t == tier}, key=lambda w: ("ABCFD".index(w[0]), int(w[2:])))
+        peer = PEER[tier]
+        lines += [f"## {tier} tier", "", "| workload/threads | " + " | ".join(stores)
+                  + f" | tuffdb-http / {peer} |", "|---" * (len(stores) + 2) + "|"]
+        for wl in wls:
+            row = [wl]
+            med: dict[str, float] = {}
+            for s in stores:
+                reps = cells.get((tier, s, wl))
+                if not reps:
+                    row.append("-")
+                    continue
+                rates = [r["ops_per_s"] for r in reps]
+                med[s] = statistics.median(rates)
+                lat = _median_rep(reps)["latency"].get("percentiles") or {}
+                extra = f" (p50 {lat['p50']:.0f} / p99 {lat['p99']:.0f} us)" if lat else ""
+                row.append(f"{med[s]:,.0f} [{min(rates):,.0f}-{max(rates):,.0f}]{extra}")
+            ratio = (med["tuffdb-http"] / med[peer]) if "tuffdb-http" in med and med.get(peer) else None
+            row.append(f"{ratio:.2f}x" if ratio else "-")
+            lines.append("| " + " | ".join(row) + " |")
+        ceilings = [(c["store"], c["generator_ceiling"]["ops_per_s"]) for c in result["cells"]
+                    if c["tier"] == tier and "generator_ceiling" in c]
+        if ceilings:
+            lines += ["", "Generator ceilings (trivial request, most threads): " + ", ".join(
+                f"{s} {v:,.0f} ops/s" for s, v in ceilings)]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def ycsb_plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib as mpl  # noqa: PLC0415
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    cells = _cells(result)
+    tiers = sorted({t for t, _, _ in cells}, key=lambda t: t != "durable")
+    fig, axes = plt.subplots(len(tiers), 1, figsize=(10, 4 * len(tiers)), squeeze=False)
+    for ax, tier in zip(axes[:, 0], tiers, strict=True):
+        stores = sorted({s for t, s, _ in cells if t == tier})
+        wls = sorted({w for t, _, w in cells if t == tier}, key=lambda w: ("ABCFD".index(w[0]), int(w[2:])))
+        width = 0.8 / max(1, len(stores))
+        for i, s in enumerate(stores):
+            ys = [statistics.median([r["ops_per_s"] for r in cells.get((tier, s, w), [])] or [0]) for w in wls]
+            ax.bar([x + i * width for x in range(len(wls))], ys, width, label=s)
+        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(wls))], wls)
+        ax.set_ylabel("ops/s (median)")
+        ax.set_title(f"YCSB, {tier} tier")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def search_markdown(result: dict[str, Any]) -> str:
+    lines = [f"# Search benchmark ({result['run_id']})", "",
+             "| rep | docs | ingest s | index build s | text q/s | fuzzy q/s | flat q/s | hnsw q/s at recall >= 0.95 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in result["reps"]:
+        best = r["vector_hnsw_at_target"]
+        hnsw = f"{best['qps']:,.0f} (ef {best['ef_search']}, recall {best['recall_at_10']:.3f})" if best else "not reached"
+        lines.append(f"| {r['rep']} | {r['docs']:,} | {r['ingest_s']:.1f} | {r['index_build_s']:.1f} | "
+                     f"{r['text']['qps']:,.0f} | {r['text_fuzzy']['qps']:,.0f} | {r['vector_flat']['qps']:,.0f} | {hnsw} |")
+    lines += ["", "hnsw sweep (last rep): " + ", ".join(
+        f"ef {s['ef_search']}: {s['recall_at_10']:.3f} @ {s['qps']:,.0f} q/s" for s in result["reps"][-1]["vector_hnsw_sweep"]), ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("result", nargs="?", default=str(REPO / "docs" / "benchmarks" / "ycsb-raw" / "latest.json"))
+    p.add_argument("--search", help="a bench/search.py result file instead")
+    p.add_argument("--out", default=str(REPO / "docs" / "benchmarks"))
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.search:
+        (out / "search-results.md").write_text(search_markdown(json.loads(Path(args.search).read_text())))
+        print(f"wrote {out / 'search-results.md'}")
+        return 0
+    result = json.loads(Path(args.result).read_text())
+    (out / "ycsb-results.md").write_text(ycsb_markdown(result))
+    ycsb_plot(result, out / "ycsb.png")
+    print(f"wrote {out / 'ycsb-results.md'} and {out / 'ycsb.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
