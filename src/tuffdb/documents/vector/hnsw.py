@@ -1,4 +1,7 @@
-"""Approximate nearest neighbours with hnswlib 0.8.0 (HNSW graphs, C++).
+"""Approximate nearest neighbours with the ``hnswlib`` API (HNSW graphs, C++).
+
+The project pins ``chroma-hnswlib==0.7.6`` (the hnswlib API shipped as wheels); the same
+code and tests also pass on ``hnswlib==0.8.0``.
 
 Record ids map to integer labels for the life of the index: an update re-adds the same
 label (hnswlib replaces the vector and relinks it), a delete marks the label deleted
