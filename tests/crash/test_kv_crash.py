@@ -24,6 +24,7 @@ Kill points are seeded (``random.Random(seed)``); a failure names the seed and r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -635,3 +636,78 @@ def test_a_read_racing_two_compactions_returns_the_value(tmp_path: Path, read: s
     finally:
         release.set()
         store.close()
+
+
+# -- a dying disk: every write-side I/O fails after N calls ---------------------------------
+_IO_CALLS = ("write", "writev", "pwrite", "fsync", "fdatasync", "replace", "rename")
+
+
+@pytest.mark.parametrize("budget", [5, 23, 61, 140, 311, 700])
+def test_disk_that_dies_after_n_io_calls_loses_no_acknowledged_write(
+    tmp_path: Path, budget: int
+) -> None:
+    """FailingBackend, at the OS seam: after ``budget`` write-side calls every one raises
+    EIO, wherever it lands (log append, fsync, spill, hint, merge, rename). The store must
+    stop accepting writes, close without hanging, and reopen with every write it
+    acknowledged (durability="always") and a clean check()."""
+    path = tmp_path / "kv"
+    store = KVStore.open(path, durability="always", hot_bytes=8 * 1024)
+    left = {"n": budget}
+    lock = threading.Lock()
+    real = {name: getattr(os, name) for name in _IO_CALLS}
+
+    def dying(name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                left["n"] -= 1
+                dead = left["n"] < 0
+            if dead:
+                raise OSError(5, f"EIO (injected into os.{name})")
+            return real[name](*args, **kwargs)
+        return call
+
+    acked: dict[bytes, bytes] = {}
+    attempted: dict[bytes, list[bytes]] = {}  # refused values since the last ack, per key
+    refused = 0
+    patches = [mock.patch(f"os.{name}", dying(name)) for name in _IO_CALLS]
+    for patch in patches:
+        patch.start()
+    try:
+        for i in range(2000):
+            key, value = b"k%03d" % (i % 300), os.urandom(100 + i % 400)
+            try:
+                store.put(key, value)
+            except (Error, OSError):
+                attempted.setdefault(key, []).append(value)
+                refused += 1
+                if refused >= 3:
+                    break
+                continue
+            acked[key] = value
+            attempted.pop(key, None)
+            if i % 97 == 96:
+                with contextlib.suppress(Error, OSError):  # a merge may hit the dead disk
+                    store.compact()
+    finally:
+        for patch in patches:
+            patch.stop()
+    assert left["n"] < 0, "the disk never died: raise the workload"
+    assert refused >= 3, "writes were still accepted after the disk died"
+    with pytest.raises(PoisonedError):
+        store.put(b"after", b"v")
+    def close_quietly() -> None:
+        with contextlib.suppress(Error):  # PoisonedError if nothing reported it yet
+            store.close()
+
+    closer = threading.Thread(target=close_quietly)
+    closer.start()
+    closer.join(30)
+    assert not closer.is_alive(), "close() hung after the disk died"
+    with KVStore.open(path, durability="always") as again:
+        assert again.check() == []
+        got = dict(again.scan())
+        # An acked key holds its acked value, or a refused newer one that reached the file.
+        wrong = [k for k, v in acked.items() if got.get(k) not in (v, *attempted.get(k, []))]
+        assert wrong == [], f"{len(wrong)} of {len(acked)} acknowledged keys lost or wrong"
+        phantoms = [k for k in got if k not in acked and got[k] not in attempted.get(k, [])]
+        assert phantoms == []
