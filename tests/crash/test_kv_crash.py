@@ -711,3 +711,40 @@ def test_disk_that_dies_after_n_io_calls_loses_no_acknowledged_write(
         assert wrong == [], f"{len(wrong)} of {len(acked)} acknowledged keys lost or wrong"
         phantoms = [k for k in got if k not in acked and got[k] not in attempted.get(k, [])]
         assert phantoms == []
+
+
+@pytest.mark.parametrize("budget", [3, 40])
+def test_a_background_spill_on_a_dead_disk_is_never_silent(tmp_path: Path, budget: int) -> None:
+    """durability="none": puts return from memory, so the failure happens in the background
+    spill. It must surface: later writes and sync() raise PoisonedError."""
+    store = KVStore.open(tmp_path / "kv", durability="none", hot_bytes=4096)
+    left = {"n": budget}
+    lock = threading.Lock()
+    real = {name: getattr(os, name) for name in _IO_CALLS}
+
+    def dying(name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                left["n"] -= 1
+                dead = left["n"] < 0
+            if dead:
+                raise OSError(5, f"EIO (injected into os.{name})")
+            return real[name](*args, **kwargs)
+        return call
+
+    patches = [mock.patch(f"os.{name}", dying(name)) for name in _IO_CALLS]
+    for patch in patches:
+        patch.start()
+    try:
+        with pytest.raises(PoisonedError):  # noqa: PT012 - the failing put is not known in advance
+            for i in range(5000):
+                store.put(b"k%04d" % i, os.urandom(200))
+        with pytest.raises(PoisonedError):
+            store.sync()
+    finally:
+        for patch in patches:
+            patch.stop()
+        with contextlib.suppress(Error):
+            store.close()
+    with KVStore.open(tmp_path / "kv", durability="none") as again:
+        assert again.check() == []
