@@ -44,7 +44,7 @@ import pytest
 
 from tuffdb import KVStore
 from tuffdb.errors import Error, PoisonedError
-from tuffdb.testing.faults import failing_fsync, failpoint, fd_path
+from tuffdb.testing.faults import dying_disk, failing_fsync, failpoint, fd_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kv_workload import namespace, state_after
@@ -639,8 +639,6 @@ def test_a_read_racing_two_compactions_returns_the_value(tmp_path: Path, read: s
 
 
 # -- a dying disk: every write-side I/O fails after N calls ---------------------------------
-_IO_CALLS = ("write", "writev", "pwrite", "fsync", "fdatasync", "replace", "rename")
-
 
 @pytest.mark.parametrize("budget", [5, 23, 61, 140, 311, 700])
 def test_disk_that_dies_after_n_io_calls_loses_no_acknowledged_write(
@@ -652,27 +650,10 @@ def test_disk_that_dies_after_n_io_calls_loses_no_acknowledged_write(
     acknowledged (durability="always") and a clean check()."""
     path = tmp_path / "kv"
     store = KVStore.open(path, durability="always", hot_bytes=8 * 1024)
-    left = {"n": budget}
-    lock = threading.Lock()
-    real = {name: getattr(os, name) for name in _IO_CALLS}
-
-    def dying(name: str) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with lock:
-                left["n"] -= 1
-                dead = left["n"] < 0
-            if dead:
-                raise OSError(5, f"EIO (injected into os.{name})")
-            return real[name](*args, **kwargs)
-        return call
-
     acked: dict[bytes, bytes] = {}
     attempted: dict[bytes, list[bytes]] = {}  # refused values since the last ack, per key
     refused = 0
-    patches = [mock.patch(f"os.{name}", dying(name)) for name in _IO_CALLS]
-    for patch in patches:
-        patch.start()
-    try:
+    with dying_disk(budget) as disk:
         for i in range(2000):
             key, value = b"k%03d" % (i % 300), os.urandom(100 + i % 400)
             try:
@@ -688,13 +669,11 @@ def test_disk_that_dies_after_n_io_calls_loses_no_acknowledged_write(
             if i % 97 == 96:
                 with contextlib.suppress(Error, OSError):  # a merge may hit the dead disk
                     store.compact()
-    finally:
-        for patch in patches:
-            patch.stop()
-    assert left["n"] < 0, "the disk never died: raise the workload"
+    assert disk.dead, "the disk never died: raise the workload"
     assert refused >= 3, "writes were still accepted after the disk died"
     with pytest.raises(PoisonedError):
         store.put(b"after", b"v")
+
     def close_quietly() -> None:
         with contextlib.suppress(Error):  # PoisonedError if nothing reported it yet
             store.close()
@@ -718,32 +697,14 @@ def test_a_background_spill_on_a_dead_disk_is_never_silent(tmp_path: Path, budge
     """durability="none": puts return from memory, so the failure happens in the background
     spill. It must surface: later writes and sync() raise PoisonedError."""
     store = KVStore.open(tmp_path / "kv", durability="none", hot_bytes=4096)
-    left = {"n": budget}
-    lock = threading.Lock()
-    real = {name: getattr(os, name) for name in _IO_CALLS}
-
-    def dying(name: str) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with lock:
-                left["n"] -= 1
-                dead = left["n"] < 0
-            if dead:
-                raise OSError(5, f"EIO (injected into os.{name})")
-            return real[name](*args, **kwargs)
-        return call
-
-    patches = [mock.patch(f"os.{name}", dying(name)) for name in _IO_CALLS]
-    for patch in patches:
-        patch.start()
     try:
-        with pytest.raises(PoisonedError):  # noqa: PT012 - the failing put is not known in advance
-            for i in range(5000):
-                store.put(b"k%04d" % i, os.urandom(200))
-        with pytest.raises(PoisonedError):
-            store.sync()
+        with dying_disk(budget):
+            with pytest.raises(PoisonedError):  # noqa: PT012 - which put fails is not known
+                for i in range(5000):
+                    store.put(b"k%04d" % i, os.urandom(200))
+            with pytest.raises(PoisonedError):
+                store.sync()
     finally:
-        for patch in patches:
-            patch.stop()
         with contextlib.suppress(Error):
             store.close()
     with KVStore.open(tmp_path / "kv", durability="none") as again:

@@ -21,7 +21,10 @@ from unittest import mock
 from tuffdb import _failpoints
 
 __all__ = [
+    "WRITE_IO_CALLS",
+    "DyingDisk",
     "FsyncFault",
+    "dying_disk",
     "failing_fsync",
     "failpoint",
     "fd_path",
@@ -88,6 +91,50 @@ def fd_path(fd: int) -> str:
         return os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         return ""
+
+
+#: The write-side system calls a dying disk makes fail (reads keep working).
+WRITE_IO_CALLS = ("write", "writev", "pwrite", "fsync", "fdatasync", "replace", "rename")
+
+
+@dataclass
+class DyingDisk:
+    """State of :func:`dying_disk`: calls left before death, and whether it has died."""
+
+    left: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def dead(self) -> bool:
+        return self.left < 0
+
+
+@contextmanager
+def dying_disk(after: int, calls: tuple[str, ...] = WRITE_IO_CALLS) -> Iterator[DyingDisk]:
+    """A FailingBackend at the OS seam [redb]: the first ``after`` write-side calls (in
+    any thread) succeed, every later one raises ``OSError(EIO)``, wherever it lands."""
+    disk = DyingDisk(after)
+    real = {name: getattr(os, name) for name in calls}
+
+    def dying(name: str) -> Callable[..., object]:
+        def call(*args: object, **kwargs: object) -> object:
+            with disk.lock:
+                disk.left -= 1
+                dead = disk.left < 0
+            if dead:
+                raise OSError(errno.EIO, f"EIO (injected into os.{name})")
+            return real[name](*args, **kwargs)
+
+        return call
+
+    patches = [mock.patch(f"os.{name}", dying(name)) for name in calls]
+    for patch in patches:
+        patch.start()
+    try:
+        yield disk
+    finally:
+        for patch in patches:
+            patch.stop()
 
 
 # -- damage to closed files ---------------------------------------------------------------
