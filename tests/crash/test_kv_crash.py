@@ -709,3 +709,42 @@ def test_a_background_spill_on_a_dead_disk_is_never_silent(tmp_path: Path, budge
             store.close()
     with KVStore.open(tmp_path / "kv", durability="none") as again:
         assert again.check() == []
+
+
+def test_a_stalled_spill_applies_back_pressure_instead_of_growing_the_hot_tier(
+    tmp_path: Path,
+) -> None:
+    """Issue 2: "a bounded queue of sealed segments is the back-pressure". With the spill
+    stalled (a hung disk), a writer must block, holding at most the active segment, the one
+    being spilled and ``max_sealed`` queued ones in memory."""
+    hot, record = 4096, 8 + 500 + 64
+    store = KVStore.open(tmp_path / "kv", durability="none", hot_bytes=hot, max_sealed=1)
+    stalled, release, done = threading.Event(), threading.Event(), threading.Event()
+    real_write = os.write
+
+    def write(fd: int, data: Any) -> int:
+        if ".dat" in fd_path(fd) and not release.is_set():
+            stalled.set()
+            release.wait(60)
+        return real_write(fd, data)
+
+    def writer() -> None:
+        for i in range(2000):
+            store.put(b"k%05d" % i, b"v" * 500)
+        done.set()
+
+    try:
+        with mock.patch("os.write", write):
+            thread = threading.Thread(target=writer)
+            thread.start()
+            assert stalled.wait(30), "nothing was ever spilled"
+            # 2,000 puts take milliseconds; finishing them now means nothing held them back.
+            assert not done.wait(2), "the writer ran on while the spill was stalled"
+            assert store.stats()["hot_bytes"] <= (1 + 2) * (hot + record)
+            release.set()
+            thread.join(60)
+        assert done.is_set()
+        assert len(store) == 2000
+    finally:
+        release.set()
+        store.close()
