@@ -411,6 +411,17 @@ class KVStoreConformance(abc.ABC):
             b"\xff\xff", b"\xff\xff\x00", b"\xff\xff\xff"]
         assert [k for k, _ in store.scan(prefix=b"\xff")] == keys[1:]
 
+    def test_scan_pages_through_keys_that_extend_each_other(self, store: Any) -> None:
+        """Each key is the previous one plus b"\\x00" (the successor a paging scan resumes
+        from), over more keys than any page, in every tier."""
+        keys = [b"k" + b"\x00" * i for i in range(1300)] + [b"k\x00\x01", b"k\xff", b"k\xff\xff"]
+        store.put_many((k, b"%d" % len(k)) for k in keys)
+        assert [k for k, _ in store.scan(prefix=b"k")] == sorted(keys)
+        assert [k for k, _ in store.scan(prefix=b"k\xff")] == [b"k\xff", b"k\xff\xff"]
+        store = self.reopen(store)
+        assert [k for k, _ in store.scan(prefix=b"k")] == sorted(keys)
+        assert len(list(store.scan(start=b"k" + b"\x00" * 700, end=b"k\x00\x01"))) == 600
+
     def test_scan_skips_deleted_keys_and_sees_overwrites(self, store: Any) -> None:
         items = self._fill_letters(store)
         store.delete(b"abc")
