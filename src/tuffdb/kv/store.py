@@ -55,6 +55,16 @@ SCAN_CHUNK = 256  # first chunk of keys an ordered scan takes under the lock
 assert (SEGMENT_SHIFT, BLOCK_SHIFT, BLOCK_BITS, VALUE_BITS, OFFSET_BITS) == (80, 48, 32, 28, 20)
 
 
+class _ClosedIndex(dict):  # type: ignore[type-arg]
+    """The read chain of a closed store: any lookup raises ClosedError."""
+
+    def get(self, *_: object) -> Any:  # type: ignore[override]
+        raise ClosedError("the store is closed; open it again")
+
+
+_CLOSED_INDEX = _ClosedIndex()
+
+
 def _as_bytes(x: Any, what: str) -> bytes:
     if type(x) is bytes:
         return x
@@ -391,9 +401,11 @@ class KVStore(MutableMapping[bytes, bytes]):
 
     # -- reads ---------------------------------------------------------------------------
     def get(self, key: bytes, default: Any = None) -> Any:
-        """The value stored under ``key``, or ``default`` (None)."""
-        if self._closed:
-            raise ClosedError("the store is closed; open it again")
+        """The value stored under ``key``, or ``default`` (None).
+
+        After close() the read chain is a single index whose ``get`` raises ClosedError, so
+        the fast path needs no closed check of its own.
+        """
         if self._expiry:
             exp = self._expiry.get(key)
             if exp is not None and exp <= self._now_ms():
@@ -728,7 +740,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         self._bg.join()
         self._committer.close()
         with self._lock:
-            self._chain = ()
+            self._chain = (_CLOSED_INDEX,)
         for seg in list(self._open_segs.values()):
             seg.close()
         self._cache.clear()
