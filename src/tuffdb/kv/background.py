@@ -95,7 +95,9 @@ def spill(store: KVStore, seg: HotSegment) -> None:
         kd = store._keydir
         store._open_segs[cold.id] = cold
         with store._lock:
-            olds = list(map(kd.get, put_keys)) if kd else []
+            # Fresh keys (the common ingest case) skip building the old-locations list.
+            olds = (list(map(kd.get, put_keys))
+                    if kd and not kd.keys().isdisjoint(put_keys) else [])
             kd.update(zip(put_keys, put_locs))
             olds += [kd.pop(k, None) for k in tomb_keys]
             store._cold[cold.id] = cold
