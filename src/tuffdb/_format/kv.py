@@ -40,7 +40,7 @@ TRAILER_MAGIC = b"TKV1"
 BLOCK_INDEX_DTYPE = [("offset", "<u8"), ("size", "<u4"), ("raw", "<u4")]
 BLOCK_INDEX_ENTRY_SIZE = 16
 # Hint body: n u32, n_ttl u32, then arrays ops u8[n], klens u16[n], blocks u32[n],
-# value offsets u32[n], vlens u32[n], keys (sum klens), ttl rows (index u32, expiry u64)[n_ttl].
+# value offsets u32[n], vlens u32[n], keys (sum klens), ttl rows (index u64, expiry u64)[n_ttl].
 HINT_HEAD = struct.Struct("<II")
 
 # In-memory location of a cold value, one int:

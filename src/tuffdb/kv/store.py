@@ -189,7 +189,8 @@ class KVStore(MutableMapping[bytes, bytes]):
     # -- writes --------------------------------------------------------------------------
     def put(self, key: bytes, value: bytes, ttl: float | None = None, *,
             sync: bool | None = None) -> None:
-        """Store ``value`` under ``key``, optionally expiring after ``ttl`` seconds.
+        """Store ``value`` under ``key``, optionally expiring after ``ttl`` seconds
+        (``ttl <= 0``: already expired, so the key is deleted).
 
         Returns once the record is in the hot tier, or once it is fsynced when the store's
         durability is ``"always"`` (or ``sync=True``).
@@ -205,6 +206,9 @@ class KVStore(MutableMapping[bytes, bytes]):
             self._too_big(key, value)
         if self._closed or self._poison.cause is not None:
             self._check_writable()
+        if ttl is not None and ttl <= 0:  # expired on arrival: the key ends up absent
+            self.delete(key, sync=sync)
+            return
         # Lock-free fast path (each step is one atomic operation under the GIL). A writer
         # that raced with sealing finds ``seg.sealed`` set afterwards and redoes its write
         # in the new active segment under the lock (_put_slow); see docs/design/kv.md.
@@ -269,6 +273,9 @@ class KVStore(MutableMapping[bytes, bytes]):
         After a crash either every pair is there or none is.
         """
         pairs = list(items.items()) if isinstance(items, Mapping) else list(items)
+        if ttl is not None and ttl <= 0:  # expired on arrival: the keys end up absent
+            self.delete_many([k for k, _ in pairs], sync=sync)
+            return
         norm = []
         for k, v in pairs:
             k = k if type(k) is bytes else _as_bytes(k, "key")
@@ -478,8 +485,11 @@ class KVStore(MutableMapping[bytes, bytes]):
 
     # -- TTL -------------------------------------------------------------------------------
     def expire(self, key: bytes, seconds: float) -> bool:
-        """Set a TTL on an existing key; False if it does not exist."""
+        """Set a TTL on an existing key; False if it does not exist. ``seconds <= 0``
+        deletes the key (as Redis's EXPIRE does)."""
         self._require_open()
+        if seconds <= 0:
+            return self.delete(key)
         with self._lock:
             v = self._get_locked(key)
         if v is None:

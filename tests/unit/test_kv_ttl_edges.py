@@ -1,0 +1,36 @@
+"""Non-positive TTLs: a value that is expired on arrival leaves the key absent.
+
+Story: put(ttl=0) and expire(k, 0) used to keep the key readable for a millisecond
+(max(1, ttl_ms)); Redis deletes on EXPIRE <= 0, and a zero TTL can only mean "gone".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tuffdb import KVStore
+
+
+@pytest.mark.parametrize("ttl", [0, -5, -0.001])
+def test_put_with_a_non_positive_ttl_deletes_the_key(tmp_path: Path, ttl: float) -> None:
+    with KVStore.open(tmp_path / "kv") as store:
+        store.put(b"k", b"old")
+        store.put(b"k", b"new", ttl=ttl)
+        assert store.get(b"k") is None
+        store.put_many([(b"a", b"1"), (b"b", b"2")], ttl=ttl)
+        assert store.get_many([b"a", b"b"]) == [None, None]
+        assert store.check() == []
+    with KVStore.open(tmp_path / "kv") as store:
+        assert store.get(b"k") is None
+
+
+def test_expire_with_a_non_positive_ttl_deletes_and_says_whether_the_key_existed(
+    tmp_path: Path,
+) -> None:
+    with KVStore.open(tmp_path / "kv") as store:
+        store.put(b"k", b"v")
+        assert store.expire(b"k", 0) is True
+        assert store.get(b"k") is None
+        assert store.expire(b"missing", -1) is False
