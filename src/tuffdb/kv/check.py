@@ -7,14 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tuffdb._format.segment import FileKind
+from tuffdb._format.record import scan_frames
+from tuffdb._format.segment import SEGMENT_HEADER_SIZE, FileKind, unpack_header
 from tuffdb.errors import CorruptionError, Error
 from tuffdb.kv.cold import DATA_SUFFIX, HINT_SUFFIX, hint_path, load_hint
 from tuffdb.kv.recovery import WAL_SUFFIX
 from tuffdb.storage.files import list_ids, segment_name
 from tuffdb.storage.lock import LOCK_NAME
-from tuffdb.storage.log_file import LogFile
-from tuffdb.storage.poison import Poison
 
 if TYPE_CHECKING:
     from tuffdb.kv.cold import ColdSegment, Entries
@@ -92,9 +91,6 @@ def _check_wals(store: KVStore) -> list[str]:
             data = path.read_bytes()
         except FileNotFoundError:
             continue  # spilled and removed meanwhile
-        from tuffdb._format.record import scan_frames
-        from tuffdb._format.segment import SEGMENT_HEADER_SIZE, unpack_header
-
         try:
             hdr = unpack_header(data[:SEGMENT_HEADER_SIZE], str(path))
             if hdr.file_kind != FileKind.KV_LOG:
@@ -104,7 +100,6 @@ def _check_wals(store: KVStore) -> list[str]:
                 out.append(f"{path.name}: {res.error} at {res.end}")
         except Error as exc:
             out.append(f"{path.name}: {exc}")
-    _ = (LogFile, Poison)
     return out
 
 

@@ -217,5 +217,5 @@ def write_wal_batches(
             seg.pending = None
             doomed = seg.spilled and seg.wal_path is not None
         if doomed:
-            remove_durably([seg.wal_path])  # type: ignore[list-item]
+            remove_quietly([seg.wal_path])  # type: ignore[list-item]
     return records

@@ -42,6 +42,7 @@ from tuffdb.errors import (
     ProgrammingError,
 )
 from tuffdb.kv import background, recovery
+from tuffdb.kv.check import check_store, store_stats
 from tuffdb.kv.cold import ColdSegment
 from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES, TOMBSTONE, HotSegment
 from tuffdb.storage.codec import Codec
@@ -709,14 +710,10 @@ class KVStore(MutableMapping[bytes, bytes]):
 
     def check(self) -> list[str]:
         """Verify checksums, hint files and keydir/log agreement; problems as strings."""
-        from tuffdb.kv.check import check_store
-
         self._require_open()
         return check_store(self)
 
     def stats(self) -> dict[str, Any]:
-        from tuffdb.kv.check import store_stats
-
         self._require_open()
         return store_stats(self)
 
