@@ -2147,7 +2147,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=DEFAULT_SEED)
     p.add_argument(
         "--dir",
-        default=str(Path("/work/bench-tmp")),
+        default=str(REPO / "bench" / "results" / "tmp"),
         help="parent of the fresh data directories (real disk, never tmpfs)",
     )
     p.add_argument(
