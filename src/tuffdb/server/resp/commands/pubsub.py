@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.glob import compile_glob
@@ -41,26 +41,23 @@ def psubscribe(c: Conn, a: list[bytes]) -> bytes:
 @command("unsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="2.0.0")
 def unsubscribe(c: Conn, a: list[bytes]) -> bytes:
     """Stop listening to channels (all of them without arguments)."""
-    names = a[1:] or sorted(c.channels)
-    if not names:
-        return _frame(c, b"unsubscribe", None)
-    out = []
-    for ch in names:
-        c.srv.hub.unsubscribe(c, ch)
-        out.append(_frame(c, b"unsubscribe", ch))
-    return b"".join(out)
+    return _leave(c, b"unsubscribe", a[1:] or sorted(c.channels), c.srv.hub.unsubscribe)
 
 
 @command("punsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="2.0.0")
 def punsubscribe(c: Conn, a: list[bytes]) -> bytes:
     """Stop listening to patterns (all of them without arguments)."""
-    names = a[1:] or sorted(c.patterns)
+    return _leave(c, b"punsubscribe", a[1:] or sorted(c.patterns), c.srv.hub.punsubscribe)
+
+
+def _leave(c: Conn, kind: bytes, names: list[bytes], remove: Any) -> bytes:
+    """One (P)UNSUBSCRIBE reply frame per name; a lone frame with a nil name if none."""
     if not names:
-        return _frame(c, b"punsubscribe", None)
+        return _frame(c, kind, None)
     out = []
-    for p in names:
-        c.srv.hub.punsubscribe(c, p)
-        out.append(_frame(c, b"punsubscribe", p))
+    for name in names:
+        remove(c, name)
+        out.append(_frame(c, kind, name))
     return b"".join(out)
 
 
