@@ -1,15 +1,18 @@
-"""YCSB drivers: embedded tuffdb (threads), and process-per-connection load generators for
-tuffdb's ekoDB HTTP face (raw keep-alive sockets) and Redis (redis-py, hashes).
+"""YCSB drivers in Python: embedded tuffdb (threads in the benchmark's process), and the
+fallback process-per-connection load generators for tuffdb's ekoDB HTTP face (raw
+keep-alive sockets) and Redis (redis-py, hashes), used only when the C generators
+(_ycsb_cgen.py: wrk, a C compiler) are missing; every cell says which generator it used.
 
 Each remote worker is its own process (a Python client caps near 10,000 ops/s per
 process), pinned to the generator CPU when given, builds its op stream before a barrier,
 runs ``warmup`` ops untimed, then times every op (one sample per op; F's
-read-modify-write is one sample). ``ceiling()`` runs the same machinery on a trivial
-request (GET /api/health, PING) to show what the generator itself can do.
+read-modify-write is one sample). The trivial workload (GET /api/health, PING) shows what
+the generator itself can do. Embedded workers stop at the end of their op stream or
+``duration`` seconds after their warm-up, whichever comes first.
 """
 
 # Benchmark support, not library code.
-# ruff: noqa: INP001, CPY001, S311, C901, E501
+# ruff: noqa: INP001, CPY001, S311, C901
 from __future__ import annotations
 
 import json
@@ -38,15 +41,19 @@ class HttpClient:
         self.buf = b""
 
     def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
-        head = (f"{method} {path} HTTP/1.1\r\nHost: bench\r\n{self.auth}"
-                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: bench\r\n{self.auth}"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
         self.sock.sendall(head.encode() + body)
         while b"\r\n\r\n" not in self.buf:
             self._fill()
         head_bytes, _, rest = self.buf.partition(b"\r\n\r\n")
         lines = head_bytes.split(b"\r\n")
         status = int(lines[0].split()[1])
-        length = next(int(x.split(b":")[1]) for x in lines[1:] if x.lower().startswith(b"content-length"))
+        length = next(
+            int(x.split(b":")[1]) for x in lines[1:] if x.lower().startswith(b"content-length")
+        )
         while len(rest) < length:
             rest += self.sock.recv(1 << 16) or self._eof()
         self.buf = rest[length:]
@@ -108,8 +115,9 @@ def make_client(spec: dict[str, Any]) -> Any:
 
 
 # --------------------------------------------------------------------------- workers
-def _worker(spec: dict[str, Any], job: dict[str, Any], worker: int, barrier: Any,
-            conn: Any) -> None:
+def _worker(
+    spec: dict[str, Any], job: dict[str, Any], worker: int, barrier: Any, conn: Any
+) -> None:
     if job.get("cpu") is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {job["cpu"]})
     try:
@@ -117,8 +125,14 @@ def _worker(spec: dict[str, Any], job: dict[str, Any], worker: int, barrier: Any
         if job["workload"] == "trivial":
             ops = [("trivial", 0, 0)] * (job["warmup"] + job["ops"])
         else:
-            ops = op_stream(job["workload"], job["warmup"] + job["ops"], job["recordcount"],
-                            worker, job["workers"], job["seed"])
+            ops = op_stream(
+                job["workload"],
+                job["warmup"] + job["ops"],
+                job["recordcount"],
+                worker,
+                job["workers"],
+                job["seed"],
+            )
         v = value(random.Random(worker))
         barrier.wait()
         do = client.trivial if job["workload"] == "trivial" else None
@@ -163,27 +177,41 @@ def run_processes(spec: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
         raise RuntimeError("; ".join(failed))
     lat = np.concatenate([np.frombuffer(r["lat"], dtype=np.int64) for r in results])
     span = max(r["t1"] for r in results) - min(r["t0"] for r in results)
-    return {"ops": int(lat.size), "ops_per_s": lat.size / span, "seconds": span,
-            "errors": sum(r["errors"] for r in results), "latencies_ns": lat}
+    return {
+        "ops": int(lat.size),
+        "ops_per_s": lat.size / span,
+        "seconds": span,
+        "errors": sum(r["errors"] for r in results),
+        "latencies_ns": lat,
+        "generator": "Python processes (fallback: the C generators are missing)",
+    }
 
 
 # --------------------------------------------------------------------------- embedded
 def run_embedded(coll: Any, job: dict[str, Any]) -> dict[str, Any]:
     """The same op streams against an embedded Collection, one thread per worker."""
     workers = job["workers"]
-    streams = [op_stream(job["workload"], job["warmup"] + job["ops"], job["recordcount"], w,
-                         workers, job["seed"]) for w in range(workers)]
+    streams = [
+        op_stream(
+            job["workload"], job["warmup"] + job["ops"], job["recordcount"], w, workers, job["seed"]
+        )
+        for w in range(workers)
+    ]
     barrier = threading.Barrier(workers)
     out: list[Any] = [None] * workers
     v = "u" * 100
 
     def work(w: int) -> None:
         lat = np.zeros(job["ops"], dtype=np.int64)
-        errors, warm, t0 = 0, job["warmup"], 0.0
+        errors, warm, t0, done, inserted = 0, job["warmup"], 0.0, 0, []
+        end = float("inf")
         barrier.wait()
         for i, (op, n, f) in enumerate(streams[w]):
             if i == warm:
                 t0 = time.perf_counter()
+                end = t0 + job.get("duration", float("inf"))
+            elif i > warm and time.perf_counter() >= end:
+                break
             s = time.perf_counter_ns()
             try:
                 k = key(n)
@@ -193,11 +221,13 @@ def run_embedded(coll: Any, job: dict[str, Any]) -> dict[str, Any]:
                     coll.update(k, {FIELDS[f]: v})
                 elif op == "insert":
                     coll.insert({"id": k, **record(n, job["seed"])})
+                    inserted.append(n)
             except Exception:  # noqa: BLE001 - errors are results (counted)
                 errors += 1
             if i >= warm:
                 lat[i - warm] = time.perf_counter_ns() - s
-        out[w] = (lat, errors, t0, time.perf_counter())
+                done += 1
+        out[w] = (lat[:done], errors, t0, time.perf_counter(), inserted)
 
     threads = [threading.Thread(target=work, args=(w,)) for w in range(workers)]
     for t in threads:
@@ -206,5 +236,12 @@ def run_embedded(coll: Any, job: dict[str, Any]) -> dict[str, Any]:
         t.join()
     lat = np.concatenate([o[0] for o in out])
     span = max(o[3] for o in out) - min(o[2] for o in out)
-    return {"ops": int(lat.size), "ops_per_s": lat.size / span, "seconds": span,
-            "errors": sum(o[1] for o in out), "latencies_ns": lat}
+    return {
+        "ops": int(lat.size),
+        "ops_per_s": lat.size / span,
+        "seconds": span,
+        "errors": sum(o[1] for o in out),
+        "latencies_ns": lat,
+        "inserted": [n for o in out for n in o[4]],
+        "generator": "Python threads in the store's process (embedded, shared GIL)",
+    }

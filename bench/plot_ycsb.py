@@ -7,9 +7,12 @@
 YCSB: one table per durability tier (tiers never share a table or a panel), a row per
 workload and thread count, a column per store with the median ops/s over repetitions
 (min-max beside it) and tuffdb-http's ratio to the tier's peer (PostgreSQL for durable,
-Redis for cache); p50/p99 of the median repetition when N >= 1000. Generator ceilings are
-listed under each table. Writes ``ycsb-results.md`` and ``ycsb.png``. Search: a table of
-text/vector queries/s and the hnsw recall sweep, ``search-results.md``.
+Redis for cache); p50/p99 of the median repetition when N >= 1000, with N; errors in bold.
+Under each table: the generator ceilings (trivial request at the most threads, and
+redis-benchmark PING), the generators' own core use there and their highest core use in
+any workload cell (a generator near 100 % of its pinned core would be the bottleneck).
+Writes ``ycsb-results.md`` and ``ycsb.png``. Search: a table of text/vector queries/s and
+the hnsw recall sweep, ``search-results.md``.
 """
 
 # Benchmark script, not library code.
@@ -43,17 +46,28 @@ def _median_rep(reps: list[dict[str, Any]]) -> dict[str, Any]:
 def ycsb_markdown(result: dict[str, Any]) -> str:
     cells = _cells(result)
     tiers = sorted({t for t, _, _ in cells}, key=lambda t: t != "durable")
-    lines = [f"# YCSB results ({result['run_id']})", "",
-             f"{result['records']:,} records, {result['ops']:,} measured ops per cell; "
-             f"host {result['environment'].get('host')}, {result['environment'].get('cpu_model')}; "
-             f"fsync probe avg {result['environment'].get('fsync_start', {}).get('avg_us', '?')} us.",
-             "Closed loop: latency not corrected for coordinated omission.", ""]
+    lines = [
+        f"# YCSB results ({result['run_id']})",
+        "",
+        f"{result['records']:,} records, {_window(result)}; "
+        f"host {result['environment'].get('host')}, {result['environment'].get('cpu_model')}; "
+        f"fsync probe avg {result['environment'].get('fsync_start', {}).get('avg_us', '?')} us.",
+        "Closed loop: latency not corrected for coordinated omission.",
+        *_generators(result),
+        "",
+    ]
     for tier in tiers:
         stores = sorted({s for t, s, _ in cells if t == tier})
-        wls = sorted({w for t, _, w in cells if t == tier}, key=lambda w: ("ABCFD".index(w[0]), int(w[2:])))
+        wls = sorted(
+            {w for t, _, w in cells if t == tier}, key=lambda w: ("ABCFD".index(w[0]), int(w[2:]))
+        )
         peer = PEER[tier]
-        lines += [f"## {tier} tier", "", "| workload/threads | " + " | ".join(stores)
-                  + f" | tuffdb-http / {peer} |", "|---" * (len(stores) + 2) + "|"]
+        lines += [
+            f"## {tier} tier",
+            "",
+            "| workload/threads | " + " | ".join(stores) + f" | tuffdb-http / {peer} |",
+            "|---" * (len(stores) + 2) + "|",
+        ]
         for wl in wls:
             row = [wl]
             med: dict[str, float] = {}
@@ -64,19 +78,81 @@ def ycsb_markdown(result: dict[str, Any]) -> str:
                     continue
                 rates = [r["ops_per_s"] for r in reps]
                 med[s] = statistics.median(rates)
-                lat = _median_rep(reps)["latency"].get("percentiles") or {}
-                extra = f" (p50 {lat['p50']:.0f} / p99 {lat['p99']:.0f} us)" if lat else ""
+                mid = _median_rep(reps)["latency"]
+                lat = mid.get("percentiles") or {}
+                extra = (
+                    f" (p50 {lat['p50']:.0f} / p99 {lat['p99']:.0f} us, N {mid['n']:,})"
+                    if lat
+                    else f" (N {mid['n']:,})"
+                )
+                errors = sum(r.get("errors", 0) for r in reps)
+                if errors:
+                    extra += f" **{errors:,} errors**"
                 row.append(f"{med[s]:,.0f} [{min(rates):,.0f}-{max(rates):,.0f}]{extra}")
-            ratio = (med["tuffdb-http"] / med[peer]) if "tuffdb-http" in med and med.get(peer) else None
+            ratio = (
+                (med["tuffdb-http"] / med[peer]) if "tuffdb-http" in med and med.get(peer) else None
+            )
             row.append(f"{ratio:.2f}x" if ratio else "-")
             lines.append("| " + " | ".join(row) + " |")
-        ceilings = [(c["store"], c["generator_ceiling"]["ops_per_s"]) for c in result["cells"]
-                    if c["tier"] == tier and "generator_ceiling" in c]
-        if ceilings:
-            lines += ["", "Generator ceilings (trivial request, most threads): " + ", ".join(
-                f"{s} {v:,.0f} ops/s" for s, v in ceilings)]
+        lines += _ceilings(result, tier)
         lines.append("")
     return "\n".join(lines)
+
+
+def _window(result: dict[str, Any]) -> str:
+    if "duration_s" not in result:  # runs before the C generators: a fixed op count
+        return f"{result['ops']:,} measured ops per cell"
+    text = f"{result['warmup_s']:g} s warm-up + {result['duration_s']:g} s window per cell"
+    if result.get("ops_cap"):
+        text += f" (at most {result['ops_cap']:,} ops)"
+    return text
+
+
+def _generators(result: dict[str, Any]) -> list[str]:
+    gens = result["environment"].get("generators")
+    if not gens:
+        return []
+    return ["Load generators: " + "; ".join(f"{s}: {g}" for s, g in gens.items()) + "."]
+
+
+def _ceilings(result: dict[str, Any], tier: str) -> list[str]:
+    """Per store: median generator ceiling on a trivial request at the most threads, the
+    generator's own core use there, and its highest core use in any workload cell."""
+    out = []
+    stores = sorted({c["store"] for c in result["cells"] if c["tier"] == tier})
+    for store in stores:
+        cs = [c for c in result["cells"] if c["tier"] == tier and c["store"] == store]
+        ceil = [c["generator_ceiling"] for c in cs if "generator_ceiling" in c]
+        if not ceil:
+            continue
+        text = f"{store} {statistics.median(x['ops_per_s'] for x in ceil):,.0f} ops/s"
+        util = [x["cpu"]["generator_core_util"] for x in ceil if "cpu" in x]
+        if util:
+            text += f" (generator core {statistics.median(util):.0%})"
+        bench = [
+            c["generator_ceiling_redis_benchmark"]["ops_per_s"]
+            for c in cs
+            if "generator_ceiling_redis_benchmark" in c
+        ]
+        if bench:
+            text += f", redis-benchmark PING {statistics.median(bench):,.0f} ops/s"
+        busiest = [
+            w["cpu"]["generator_core_util"]
+            for c in cs
+            for w in c["workloads"].values()
+            if "cpu" in w
+        ]
+        if busiest:
+            text += f"; generator core at most {max(busiest):.0%} in the workload cells"
+        out.append(text)
+    if not out:
+        return []
+    return [
+        "",
+        "Generator ceilings (trivial request, most threads; median over reps): "
+        + "; ".join(out)
+        + ".",
+    ]
 
 
 def ycsb_plot(result: dict[str, Any], path: Path) -> None:
@@ -90,10 +166,15 @@ def ycsb_plot(result: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(len(tiers), 1, figsize=(10, 4 * len(tiers)), squeeze=False)
     for ax, tier in zip(axes[:, 0], tiers, strict=True):
         stores = sorted({s for t, s, _ in cells if t == tier})
-        wls = sorted({w for t, _, w in cells if t == tier}, key=lambda w: ("ABCFD".index(w[0]), int(w[2:])))
+        wls = sorted(
+            {w for t, _, w in cells if t == tier}, key=lambda w: ("ABCFD".index(w[0]), int(w[2:]))
+        )
         width = 0.8 / max(1, len(stores))
         for i, s in enumerate(stores):
-            ys = [statistics.median([r["ops_per_s"] for r in cells.get((tier, s, w), [])] or [0]) for w in wls]
+            ys = [
+                statistics.median([r["ops_per_s"] for r in cells.get((tier, s, w), [])] or [0])
+                for w in wls
+            ]
             ax.bar([x + i * width for x in range(len(wls))], ys, width, label=s)
         ax.set_xticks([x + 0.4 - width / 2 for x in range(len(wls))], wls)
         ax.set_ylabel("ops/s (median)")
@@ -104,29 +185,49 @@ def ycsb_plot(result: dict[str, Any], path: Path) -> None:
 
 
 def search_markdown(result: dict[str, Any]) -> str:
-    lines = [f"# Search benchmark ({result['run_id']})", "",
-             "| rep | docs | ingest s | index build s | text q/s | fuzzy q/s | flat q/s | hnsw q/s at recall >= 0.95 |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Search benchmark ({result['run_id']})",
+        "",
+        "| rep | docs | ingest s | index build s | text q/s | fuzzy q/s | flat q/s | hnsw q/s at recall >= 0.95 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in result["reps"]:
         best = r["vector_hnsw_at_target"]
-        hnsw = f"{best['qps']:,.0f} (ef {best['ef_search']}, recall {best['recall_at_10']:.3f})" if best else "not reached"
-        lines.append(f"| {r['rep']} | {r['docs']:,} | {r['ingest_s']:.1f} | {r['index_build_s']:.1f} | "
-                     f"{r['text']['qps']:,.0f} | {r['text_fuzzy']['qps']:,.0f} | {r['vector_flat']['qps']:,.0f} | {hnsw} |")
-    lines += ["", "hnsw sweep (last rep): " + ", ".join(
-        f"ef {s['ef_search']}: {s['recall_at_10']:.3f} @ {s['qps']:,.0f} q/s" for s in result["reps"][-1]["vector_hnsw_sweep"]), ""]
+        hnsw = (
+            f"{best['qps']:,.0f} (ef {best['ef_search']}, recall {best['recall_at_10']:.3f})"
+            if best
+            else "not reached"
+        )
+        lines.append(
+            f"| {r['rep']} | {r['docs']:,} | {r['ingest_s']:.1f} | {r['index_build_s']:.1f} | "
+            f"{r['text']['qps']:,.0f} | {r['text_fuzzy']['qps']:,.0f} | {r['vector_flat']['qps']:,.0f} | {hnsw} |"
+        )
+    lines += [
+        "",
+        "hnsw sweep (last rep): "
+        + ", ".join(
+            f"ef {s['ef_search']}: {s['recall_at_10']:.3f} @ {s['qps']:,.0f} q/s"
+            for s in result["reps"][-1]["vector_hnsw_sweep"]
+        ),
+        "",
+    ]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    p.add_argument("result", nargs="?", default=str(REPO / "docs" / "benchmarks" / "ycsb-raw" / "latest.json"))
+    p.add_argument(
+        "result", nargs="?", default=str(REPO / "docs" / "benchmarks" / "ycsb-raw" / "latest.json")
+    )
     p.add_argument("--search", help="a bench/search.py result file instead")
     p.add_argument("--out", default=str(REPO / "docs" / "benchmarks"))
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.search:
-        (out / "search-results.md").write_text(search_markdown(json.loads(Path(args.search).read_text())))
+        (out / "search-results.md").write_text(
+            search_markdown(json.loads(Path(args.search).read_text()))
+        )
         print(f"wrote {out / 'search-results.md'}")
         return 0
     result = json.loads(Path(args.result).read_text())

@@ -1,7 +1,8 @@
 """YCSB A/B/C/D/F for the document face (issue 6; PROTOCOL.md section 3).
 
-    python bench/ycsb.py                       # full: 100,000 records, 100,000 ops, 3 reps (the lead runs it)
-    python bench/ycsb.py --records 1000 --ops 2000 --threads 1,2 --reps 1     # smoke (tens of seconds)
+    bash bench/setup.sh                        # wrk, postgresql, redis-server, redis-tools (apt)
+    python bench/ycsb.py                       # full: 100,000 records, 3 reps, 1 and 8 threads
+    python bench/ycsb.py --records 2000 --duration 2 --warmup 0.5 --reps 1     # smoke
 
 Stores, each started by the benchmark on a fresh directory on loopback, server pinned to
 ``--server-cpu`` and load generators to ``--client-cpu`` (``taskset``):
@@ -12,30 +13,49 @@ store              durable tier                                cache tier
 tuffdb-http        ekoDB REST, ``durable_operations=true``     ``durable_operations=false``,
                    (fsync + group commit before each reply)    engine durability ``none``
 tuffdb-embedded    ``Database.open(durability="always")``      ``durability="none"``
-postgres           PostgreSQL 15, ``synchronous_commit=on``    (not run: no cache-tier peer)
+postgres           PostgreSQL 15, JSONB, ``synchronous_commit=on``   (not run: no cache-tier peer)
 redis              hashes, ``appendfsync always``              hashes, ``appendonly no``
 =================  ==========================================  ====================================
 
-Per store and repetition: load (timed: ingest), then A, B, C, F, D, each at every
-``--threads`` count (D's inserts are followed by an untimed gap fill so the next run
-starts dense). Load generators: one Python process per connection for tuffdb-http and
-redis (_ycsb_drivers.py; wrk is not installed here, redis-benchmark cannot play YCSB
-mixes), pgbench for PostgreSQL (_ycsb_pg.py), threads in-process for embedded. Each
-generator's ceiling on a trivial request (GET /api/health, PING, SELECT 1) is measured
-first at the largest thread count. Closed loop: latency is not corrected for
-coordinated omission.
+Load generators (C wherever one fits, so the generator is not the bottleneck; each is
+closed loop, one client per thread and connection, one request in flight):
+
+* tuffdb-http: ``wrk -t N -c N`` with bench/ycsb_gen/ycsb.lua (the YCSB mixes, keys,
+  ScrambledZipfian and SkewedLatest in LuaJIT, per-thread seeds, F's read-modify-write as a
+  per-connection request/response state machine counted as one op, non-2xx = error).
+* redis: bench/ycsb_gen/redis_ycsb.c, compiled here with ``cc -O2``: the same mixes, keys
+  and distributions over raw RESP (HGETALL / HSET of one field / HSET of ten fields).
+  redis-benchmark cannot play them: one command per process, uniform keys (``-r``) and a
+  request count instead of a window, so no 95/5 mix at 8 clients nor any mix at 1; it is
+  run only as a second opinion on the ceiling (PING, ``-P 1``).
+* postgres: pgbench custom scripts (_ycsb_pg.py; Zipfian skew 1.001, pgbench's minimum).
+* tuffdb-embedded: Python threads in the benchmark's own process (labelled; compared only
+  with itself).
+Without wrk or a C compiler, tuffdb-http and redis fall back to Python driver processes
+(_ycsb_drivers.py); every cell records its ``generator``.
+
+Per store and repetition: load (timed: ingest, by the fastest path: batch insert, pipeline,
+COPY), the generator's ceiling on a trivial request (GET /api/health through the same Lua
+script, PING, SELECT 1) at the largest thread count, then A, B, C, F, D, each at every
+``--threads`` count: ``--warmup`` seconds untimed, then a ``--duration`` second window
+(ops completing in it count; ``--ops`` caps a cell's measured ops instead). D's inserts
+are followed by an untimed gap fill so the next run starts from a dense table. Closed
+loop: latency is not corrected for coordinated omission.
 
 Output: ``docs/benchmarks/ycsb-raw/<run-id>.json`` and ``latest.json`` (every cell, the
-environment, the commands); ``--out`` changes the directory.
+environment, the commands; machine paths replaced by ``<repo>``, ``<dir>``, ``~``);
+``--out`` changes the directory. ``python bench/plot_ycsb.py`` draws the tables.
 """
 
 # Benchmark script, not library code.
-# ruff: noqa: INP001, CPY001, S603, T201, C901, PLR0912, PLR0915, E501
+# ruff: noqa: INP001, CPY001, S603, T201, PLR0913, PLR0915, PLR0917
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -54,6 +74,7 @@ from _common import (
     utc_now,
     write_json,
 )
+from _ycsb_cgen import build_redis_driver, have_wrk, redis_benchmark_ping, run_redis, run_wrk
 from _ycsb_drivers import TABLE, run_embedded, run_processes
 from _ycsb_pg import Postgres
 from _ycsb_work import ORDER, describe, inserted_keys, key, record
@@ -71,11 +92,23 @@ def _pin(cpu: int | None) -> list[str]:
 class TuffdbHttp:
     def __init__(self, d: Path, tier: str, cpu: int | None) -> None:
         durable = tier == "durable"
-        cmd = [*_pin(cpu), sys.executable, "-m", "tuffdb.server.ekodb_http", "--port", "0",
-               "--data-dir", str(d), "--durability", "always" if durable else "none",
-               "--http-setting", f"durable_operations={json.dumps(durable)}"]
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        cmd = [
+            *_pin(cpu),
+            sys.executable,
+            "-m",
+            "tuffdb.server.ekodb_http",
+            "--port",
+            "0",
+            "--data-dir",
+            str(d),
+            "--durability",
+            "always" if durable else "none",
+            "--http-setting",
+            f"durable_operations={json.dumps(durable)}",
+        ]
+        self.proc = subprocess.Popen(
+            cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
             if line.startswith("ekodb_http ready on "):
@@ -86,19 +119,21 @@ class TuffdbHttp:
         api_key = (d / "ekodb_admin_key").read_text().strip()
         self.token = json.loads(self._post("/api/auth/token", {"api_key": api_key}, None))["token"]
         self.command = " ".join(cmd)
+        self.pid = self.proc.pid
 
     def _post(self, path: str, body: Any, token: str | None) -> bytes:
         headers = {"Content-Type": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}",
-                                     data=json.dumps(body).encode(), headers=headers)
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}", data=json.dumps(body).encode(), headers=headers
+        )
         with urllib.request.urlopen(req, timeout=600) as resp:  # noqa: S310 - loopback
             return bytes(resp.read())
 
     def insert(self, numbers: list[int], seed: int) -> None:
         for i in range(0, len(numbers), 1000):
-            rows = [{"data": {"id": key(n), **record(n, seed)}} for n in numbers[i:i + 1000]]
+            rows = [{"data": {"id": key(n), **record(n, seed)}} for n in numbers[i : i + 1000]]
             self._post(f"/api/batch/insert/{TABLE}", {"inserts": rows}, self.token)
 
     def spec(self) -> dict[str, Any]:
@@ -115,6 +150,7 @@ class Redis:
         self.server = start_redis("--dir", str(d), *aof, wrap=_pin(cpu))
         self.port = self.server.port
         self.command = " ".join(self.server.cmd)
+        self.pid = self.server.proc.pid  # sh and taskset exec redis-server: same pid
 
     def insert(self, numbers: list[int], seed: int) -> None:
         import redis  # noqa: PLC0415 - optional peer
@@ -122,7 +158,7 @@ class Redis:
         r = redis.Redis(port=self.port)
         for i in range(0, len(numbers), 1000):
             pipe = r.pipeline(transaction=False)
-            for n in numbers[i:i + 1000]:
+            for n in numbers[i : i + 1000]:
                 pipe.hset(key(n), mapping=record(n, seed))
             pipe.execute()
 
@@ -133,88 +169,335 @@ class Redis:
         self.server.stop()
 
 
+def _tree_cpu(pid: int | None) -> float:
+    """CPU seconds of a process tree, reaped children included (psutil; 0 without it)."""
+    if pid is None:
+        return 0.0
+    try:
+        import psutil  # noqa: PLC0415 - optional
+    except ImportError:
+        return 0.0
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def metered(server_pid: int | None, run: Any, *run_args: Any) -> dict[str, Any]:
+    """``run(*run_args)`` with the CPU it cost: the generator (waited-for children of this process:
+    wrk, the C driver, pgbench) and the server, each as a fraction of one core over the
+    wall time. A generator near 1.0 on its pinned core would be the bottleneck."""
+    r0, s0, t0 = (
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+        _tree_cpu(server_pid),
+        time.perf_counter(),
+    )
+    res = run(*run_args)
+    r1, s1, wall = (
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+        _tree_cpu(server_pid),
+        time.perf_counter() - t0,
+    )
+    gen = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    res["cpu"] = {
+        "wall_s": round(wall, 3),
+        "generator_core_util": round(gen / wall, 3),
+        "server_core_util": round((s1 - s0) / wall, 3) if server_pid else None,
+    }
+    return res
+
+
 def summarize(res: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in res.items() if k != "latencies_ns"}
+    out = {k: v for k, v in res.items() if k not in ("latencies_ns", "inserted")}
     out["latency"] = latency_summary(res["latencies_ns"].tolist())
     return out
 
 
-def run_store(name: str, tier: str, args: argparse.Namespace, d: Path, rep: int) -> dict[str, Any]:
-    seed = args.seed + rep
-    cell: dict[str, Any] = {"store": name, "tier": tier, "rep": rep, "workloads": {}}
-    top = max(args.threads)
-    count = args.records
-    warm = int(args.ops * args.warmup)
-    if name == "tuffdb-embedded":
-        from tuffdb.documents import Database  # noqa: PLC0415
+def gap_fill(store: Any, count: int, inserted: set[int], seed: int) -> int:
+    """Insert (untimed) the record numbers between ``count`` and the highest inserted one
+    that D's per-thread ranges left out; returns the new record count."""
+    if not inserted:
+        return count
+    top = max(inserted)
+    store.insert([n for n in range(count, top + 1) if n not in inserted], seed)
+    return top + 1
 
-        db = Database.open(d / "db", durability="always" if tier == "durable" else "none")
-        coll = db.collection(TABLE)
+
+def c_inserted(count: int, per_thread: list[int]) -> set[int]:
+    """Record numbers D inserted: thread w takes count + w + i * threads, i < its count."""
+    threads = len(per_thread)
+    return {count + w + i * threads for w, k in enumerate(per_thread) for i in range(k)}
+
+
+class _Embedded:
+    def __init__(self, coll: Any) -> None:
+        self.coll = coll
+
+    def insert(self, numbers: list[int], seed: int) -> None:
+        for i in range(0, len(numbers), 1000):
+            self.coll.insert_many(
+                [{"id": key(n), **record(n, seed)} for n in numbers[i : i + 1000]]
+            )
+
+
+def run_embedded_store(
+    tier: str, args: argparse.Namespace, d: Path, seed: int, cell: dict[str, Any]
+) -> None:
+    from tuffdb.documents import Database  # noqa: PLC0415
+
+    count = args.records
+    db = Database.open(d / "db", durability="always" if tier == "durable" else "none")
+    try:
+        store = _Embedded(db.collection(TABLE))
         t = time.perf_counter()
-        for i in range(0, count, 1000):
-            coll.insert_many([{"id": key(n), **record(n, seed)} for n in range(i, min(i + 1000, count))])
+        store.insert(list(range(count)), seed)
         cell["ingest_s"] = time.perf_counter() - t
+        ops = args.ops or args.embedded_ops
         for wl in ORDER:
             for threads in args.threads:
-                job = {"workload": wl, "ops": args.ops, "warmup": warm, "recordcount": count,
-                       "workers": threads, "seed": seed}
-                cell["workloads"][f"{wl}/{threads}"] = summarize(run_embedded(coll, job))
+                job = {
+                    "workload": wl,
+                    "ops": max(1, ops // threads),
+                    "warmup": max(1, ops // threads // 10),
+                    "recordcount": count,
+                    "workers": threads,
+                    "seed": seed,
+                    "duration": args.duration,
+                }
+                res = run_embedded(store.coll, job)
+                cell["workloads"][f"{wl}/{threads}"] = summarize(res)
                 if wl == "D":
-                    new = inserted_keys(count, threads, warm + args.ops, seed)
-                    have = set(new)
-                    coll.insert_many([{"id": key(n), **record(n, seed)}
-                                      for n in range(count, max(new, default=count - 1) + 1)
-                                      if n not in have])
-                    count = max(new, default=count - 1) + 1
+                    count = gap_fill(store, count, set(res["inserted"]), seed)
+    finally:
         db.close()
-        return cell
-    if name == "postgres":
-        pg = Postgres(d, free_port(), args.server_cpu)
-        try:
-            t = time.perf_counter()
-            pg.load(count, seed)
-            cell["ingest_s"] = time.perf_counter() - t
-            ceiling = pg.pgbench(d / "pgb", "trivial", top, args.ops, warm, count, args.client_cpu)
-            cell["generator_ceiling"] = summarize(ceiling)
-            for wl in ORDER:
-                for threads in args.threads:
-                    res = pg.pgbench(d / "pgb", wl, threads, args.ops, warm, count, args.client_cpu)
-                    cell["workloads"][f"{wl}/{threads}"] = summarize(res)
-                    if wl == "D":
-                        count = int(pg.psql("SELECT max(n) + 1 FROM usertable").strip())
-        finally:
-            pg.stop()
-        return cell
-    store = TuffdbHttp(d, tier, args.server_cpu) if name == "tuffdb-http" else Redis(d, tier, args.server_cpu)
+
+
+def run_postgres(args: argparse.Namespace, d: Path, seed: int, cell: dict[str, Any]) -> None:
+    count = args.records
+    pg = Postgres(d, free_port(), args.server_cpu)
+    try:
+        cell["server_command"] = " ".join(pg.command)
+        t = time.perf_counter()
+        pg.load(count, seed)
+        cell["ingest_s"] = time.perf_counter() - t
+        top = max(args.threads)
+        cell["generator_ceiling"] = summarize(
+            metered(
+                pg.proc.pid,
+                pg.pgbench,
+                d / "pgb",
+                "trivial",
+                top,
+                args.warmup,
+                args.ceiling_duration,
+                0,
+                count,
+                args.client_cpu,
+            )
+        )
+        for wl in ORDER:
+            for threads in args.threads:
+                res = metered(
+                    pg.proc.pid,
+                    pg.pgbench,
+                    d / "pgb",
+                    wl,
+                    threads,
+                    args.warmup,
+                    args.duration,
+                    args.ops,
+                    count,
+                    args.client_cpu,
+                )
+                cell["workloads"][f"{wl}/{threads}"] = summarize(res)
+                if wl == "D":
+                    count = int(pg.psql("SELECT max(n) + 1 FROM usertable").strip())
+    finally:
+        pg.stop()
+
+
+def _remote(
+    store: Any,
+    name: str,
+    wl: str,
+    threads: int,
+    count: int,
+    seed: int,
+    args: argparse.Namespace,
+    duration: float,
+) -> dict[str, Any]:
+    """One cell of tuffdb-http or redis through its C generator (or the Python fallback)."""
+    if (
+        args.generators == "python"
+        or (name == "tuffdb-http" and not args.wrk)
+        or (name == "redis" and args.redis_exe is None)
+    ):
+        ops = args.ops or args.fallback_ops
+        job = {
+            "ops": max(1, ops // threads),
+            "warmup": max(1, ops // threads // 10),
+            "cpu": args.client_cpu,
+            "seed": seed,
+            "workload": wl,
+            "workers": threads,
+            "recordcount": count,
+        }
+        res = run_processes(store.spec(), job)
+        if wl == "D":
+            res["inserted"] = inserted_keys(count, threads, job["warmup"] + job["ops"], seed)
+        return res
+    if name == "tuffdb-http":
+        res = run_wrk(
+            store.port,
+            store.token,
+            wl,
+            threads,
+            count,
+            seed,
+            args.warmup,
+            duration,
+            args.ops if wl != "trivial" else 0,
+            args.client_cpu,
+            TABLE,
+        )
+    else:
+        res = run_redis(
+            args.redis_exe,
+            store.port,
+            wl,
+            threads,
+            count,
+            seed,
+            args.warmup,
+            duration,
+            args.ops if wl != "trivial" else 0,
+            args.client_cpu,
+        )
+    res["inserted"] = c_inserted(count, res["inserted_per_thread"])
+    return res
+
+
+def run_remote_store(
+    name: str, tier: str, args: argparse.Namespace, d: Path, seed: int, cell: dict[str, Any]
+) -> None:
+    count = args.records
+    top = max(args.threads)
+    store = (
+        TuffdbHttp(d, tier, args.server_cpu)
+        if name == "tuffdb-http"
+        else Redis(d, tier, args.server_cpu)
+    )
     try:
         cell["server_command"] = store.command
         t = time.perf_counter()
         store.insert(list(range(count)), seed)
         cell["ingest_s"] = time.perf_counter() - t
-        base = {"ops": args.ops // top, "warmup": warm // top, "cpu": args.client_cpu, "seed": seed}
-        cell["generator_ceiling"] = summarize(run_processes(
-            store.spec(), {**base, "workload": "trivial", "workers": top, "recordcount": count}))
+        cell["generator_ceiling"] = summarize(
+            metered(
+                store.pid,
+                _remote,
+                store,
+                name,
+                "trivial",
+                top,
+                count,
+                seed,
+                args,
+                args.ceiling_duration,
+            )
+        )
+        if name == "redis":
+            bench = redis_benchmark_ping(store.port, top, 100_000, args.client_cpu)
+            if bench:
+                cell["generator_ceiling_redis_benchmark"] = bench
         for wl in ORDER:
             for threads in args.threads:
-                job = {**base, "ops": args.ops // threads, "warmup": warm // threads,
-                       "workload": wl, "workers": threads, "recordcount": count}
-                cell["workloads"][f"{wl}/{threads}"] = summarize(run_processes(store.spec(), job))
+                res = metered(
+                    store.pid,
+                    _remote,
+                    store,
+                    name,
+                    wl,
+                    threads,
+                    count,
+                    seed,
+                    args,
+                    args.duration,
+                )
+                cell["workloads"][f"{wl}/{threads}"] = summarize(res)
                 if wl == "D":
-                    new = inserted_keys(count, threads, job["warmup"] + job["ops"], seed)
-                    have = set(new)
-                    store.insert([n for n in range(count, max(new, default=count - 1) + 1)
-                                  if n not in have], seed)
-                    count = max(new, default=count - 1) + 1
+                    count = gap_fill(store, count, set(res["inserted"]), seed)
     finally:
         store.stop()
+
+
+def run_store(name: str, tier: str, args: argparse.Namespace, d: Path, rep: int) -> dict[str, Any]:
+    seed = args.seed + rep
+    cell: dict[str, Any] = {"store": name, "tier": tier, "rep": rep, "workloads": {}}
+    if name == "tuffdb-embedded":
+        run_embedded_store(tier, args, d, seed, cell)
+    elif name == "postgres":
+        run_postgres(args, d, seed, cell)
+    else:
+        run_remote_store(name, tier, args, d, seed, cell)
     return cell
+
+
+def scrub(obj: Any, subs: list[tuple[str, str]]) -> Any:
+    """Machine paths out of the raw result (``<repo>``, ``<dir>``, ``~``)."""
+    if isinstance(obj, str):
+        for old, new in subs:
+            obj = obj.replace(old, new)
+        return obj
+    if isinstance(obj, dict):
+        return {k: scrub(v, subs) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [scrub(v, subs) for v in obj]
+    return obj
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--records", type=int, default=100_000)
-    p.add_argument("--ops", type=int, default=100_000, help="measured ops per workload cell")
-    p.add_argument("--warmup", type=float, default=0.1, help="untimed ops, as a fraction of --ops")
+    p.add_argument("--duration", type=float, default=5.0, help="measured window per cell, s")
+    p.add_argument("--warmup", type=float, default=1.0, help="untimed warm-up per cell, s")
+    p.add_argument(
+        "--ceiling-duration",
+        type=float,
+        default=3.0,
+        help="window of the generator-ceiling cells, s",
+    )
+    p.add_argument(
+        "--ops",
+        type=int,
+        default=0,
+        help="cap on measured ops per cell (0: time-bounded by --duration only)",
+    )
+    p.add_argument(
+        "--embedded-ops",
+        type=int,
+        default=100_000,
+        help="embedded op stream per cell (pre-generated) when --ops is 0",
+    )
+    p.add_argument(
+        "--fallback-ops",
+        type=int,
+        default=30_000,
+        help="ops per cell of the Python fallback generators when --ops is 0",
+    )
+    p.add_argument(
+        "--generators",
+        choices=("auto", "c", "python"),
+        default="auto",
+        help="auto: C generators when wrk and cc exist, else the Python fallback",
+    )
     p.add_argument("--threads", default="1,8")
     p.add_argument("--stores", default=",".join(STORES))
     p.add_argument("--tiers", default="durable,cache")
@@ -228,10 +511,31 @@ def main(argv: list[str] | None = None) -> int:
     args.threads = [int(t) for t in args.threads.split(",")]
     if (os.cpu_count() or 1) < 2:
         args.server_cpu = args.client_cpu = None
+    Path(args.dir).mkdir(parents=True, exist_ok=True)
+    args.wrk = have_wrk()
+    args.redis_exe = build_redis_driver(Path(args.dir)) if args.generators != "python" else None
+    if args.generators == "c" and not (args.wrk and args.redis_exe):
+        raise SystemExit("--generators c: wrk or a C compiler is missing (bash bench/setup.sh)")
+    if args.generators == "auto" and not (args.wrk and args.redis_exe):
+        print(
+            "warning: wrk or cc missing (bash bench/setup.sh): Python fallback generators, "
+            "capped near 10,000 ops/s per process",
+            file=sys.stderr,
+        )
     env = environment(args.dir, ["redis", "hnswlib"])
     env["mode"] = "servers pinned to --server-cpu, generators to --client-cpu"
+    env["generators"] = {
+        "tuffdb-http": "wrk + bench/ycsb_gen/ycsb.lua"
+        if args.wrk and args.generators != "python"
+        else "Python processes (fallback)",
+        "redis": "bench/ycsb_gen/redis_ycsb.c" if args.redis_exe else "Python processes (fallback)",
+        "postgres": "pgbench custom scripts",
+        "tuffdb-embedded": "Python threads, in process",
+    }
+    env["tool_versions"] = tool_versions()
     env["fsync_start"] = fsync_probe(args.dir)
     cells = []
+    t_run = time.perf_counter()
     for rep in range(args.reps):
         for tier in args.tiers.split(","):
             for name in args.stores.split(","):
@@ -240,22 +544,68 @@ def main(argv: list[str] | None = None) -> int:
                 with bench_dir(args.dir, f"ycsb-{name}") as d:
                     cell = run_store(name, tier, args, d, rep)
                 cells.append(cell)
-                rates = " ".join(f"{k} {v['ops_per_s']:.0f}" for k, v in cell["workloads"].items())
-                print(f"rep {rep} {tier:7} {name:15} ingest {cell['ingest_s']:.1f}s | {rates}",
-                      flush=True)
+                rates = " ".join(
+                    f"{k} {v['ops_per_s']:.0f}" + (f" ({v['errors']} err)" if v["errors"] else "")
+                    for k, v in cell["workloads"].items()
+                )
+                ceil = cell.get("generator_ceiling", {}).get("ops_per_s")
+                print(
+                    f"rep {rep} {tier:7} {name:15} ingest {cell['ingest_s']:.1f}s"
+                    + (f" ceiling {ceil:.0f}" if ceil else "")
+                    + f" | {rates}"
+                    + f"  [{time.perf_counter() - t_run:.0f}s]",
+                    flush=True,
+                )
     env["fsync_end"] = fsync_probe(args.dir)
+    env["run_seconds"] = time.perf_counter() - t_run
     summary: dict[str, Any] = {}
     for c in cells:
         for wl, res in c["workloads"].items():
             summary.setdefault(f"{c['tier']}/{c['store']}/{wl}", []).append(res["ops_per_s"])
-    result = {"run_id": utc_now().replace(":", "").replace("-", ""), "environment": env,
-              "workload": describe(), "records": args.records, "ops": args.ops,
-              "summary_ops_per_s": {k: spread(v) for k, v in summary.items()}, "cells": cells}
+    result = {
+        "run_id": utc_now().replace(":", "").replace("-", ""),
+        "environment": env,
+        "workload": describe(),
+        "records": args.records,
+        "duration_s": args.duration,
+        "warmup_s": args.warmup,
+        "ops_cap": args.ops,
+        "threads": args.threads,
+        "summary_ops_per_s": {k: spread(v) for k, v in summary.items()},
+        "cells": cells,
+    }
+    subs = [
+        (str(REPO), "<repo>"),
+        (str(Path(args.dir).resolve()), "<dir>"),
+        (str(Path.home()), "~"),
+    ]
+    result = scrub(result, subs)
     out = Path(args.out)
     write_json(out / f"{result['run_id']}.json", result)
     write_json(out / "latest.json", result)
     print(f"wrote {out / 'latest.json'}")
     return 0
+
+
+def tool_versions() -> dict[str, str]:
+    def first_line(cmd: list[str]) -> str:
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
+        except OSError:
+            return "missing"
+        return (
+            (done.stdout or done.stderr).strip().splitlines()[0]
+            if (done.stdout or done.stderr).strip()
+            else "?"
+        )
+
+    return {
+        "wrk": first_line(["wrk", "-v"]),
+        "pgbench": first_line(["pgbench", "--version"]),
+        "redis-server": first_line(["redis-server", "--version"]),
+        "redis-benchmark": first_line(["redis-benchmark", "--version"]),
+        "cc": first_line(["cc", "--version"]),
+    }
 
 
 if __name__ == "__main__":
