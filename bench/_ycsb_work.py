@@ -101,8 +101,9 @@ class Zipfian:
         return min(int(self.items * (self.eta * u - self.eta + 1) ** self.alpha), self.items - 1)
 
 
-def op_stream(workload: str, count: int, recordcount: int, worker: int, workers: int,
-              seed: int) -> list[tuple[str, int, int]]:
+def op_stream(
+    workload: str, count: int, recordcount: int, worker: int, workers: int, seed: int
+) -> list[tuple[str, int, int]]:
     """``count`` ops ``(op, record number, field index)`` for one worker."""
     rng = random.Random(seed * 7919 + worker)
     mix = MIXES[workload]
@@ -133,14 +134,19 @@ def op_stream(workload: str, count: int, recordcount: int, worker: int, workers:
 
 
 def describe() -> dict[str, Any]:
-    return {"fields": len(FIELDS), "field_bytes": FIELD_BYTES, "distribution":
-            "ScrambledZipfian theta 0.99 (A, B, C, F); SkewedLatest (D)", "mixes": MIXES}
+    return {
+        "fields": len(FIELDS),
+        "field_bytes": FIELD_BYTES,
+        "distribution": "ScrambledZipfian theta 0.99 (A, B, C, F); SkewedLatest (D)",
+        "mixes": MIXES,
+    }
 
 
 def inserted_keys(recordcount: int, workers: int, count: int, seed: int) -> list[int]:
     """Record numbers a D run of ``workers`` x ``count`` ops inserts (for the gap fill)."""
     out = []
     for w in range(workers):
-        out.extend(n for op, n, _ in op_stream("D", count, recordcount, w, workers, seed)
-                   if op == "insert")
+        out.extend(
+            n for op, n, _ in op_stream("D", count, recordcount, w, workers, seed) if op == "insert"
+        )
     return out
