@@ -15,7 +15,6 @@ tie-breaker of every sort, so index plans and full scans agree exactly.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, Self
@@ -24,6 +23,7 @@ from tuffdb._failpoints import failpoint
 from tuffdb.documents import codec
 from tuffdb.documents.collection import Collection, Write, check_name
 from tuffdb.documents.listeners import PendingCommit, SearchHook
+from tuffdb.documents.write_lock import WriteLock
 from tuffdb.errors import ClosedError, IntegrityError, NotFoundError
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class Database:
         self.default_ttl = default_ttl
         self.sync = sync
         self.id_factory = id_factory
-        self.lock = threading.RLock()
+        self.lock = WriteLock(self._settle)  # durable waits happen after its release
         self._collections: dict[str, Collection] = {}
         self._closed = False
         # Transaction bookkeeping (in memory): commit sequence numbers per record and per
@@ -142,23 +142,41 @@ class Database:
             self.collection_versions[name] = self.seq
             return len(items)
 
-    def _run_ops(self, ops: list[list[Any]], *, crash_point: bool = False) -> None:
+    def _run_ops(self, ops: list[list[Any]], *, crash_point: bool = False,
+                 sync: bool | None = None) -> None:
+        if len(ops) == 1 and ops[0][1] is not None:  # the usual single-record write
+            key, value, ttl = ops[0]
+            self.kv.put(key, value, ttl=ttl, sync=sync)
+            return
         puts: dict[float | None, list[tuple[bytes, bytes]]] = {}
         deletes = [key for key, value, _ in ops if value is None]
         for key, value, ttl in ops:
             if value is not None:
                 puts.setdefault(ttl, []).append((key, value))
         for ttl, items in puts.items():
-            self.kv.put_many(items, ttl=ttl, sync=self.sync)
+            self.kv.put_many(items, ttl=ttl, sync=sync)
             if crash_point:
                 failpoint("documents_mid_apply")
         if deletes:
-            self.kv.delete_many(deletes, sync=self.sync)
+            self.kv.delete_many(deletes, sync=sync)
+
+    def _defers_wait(self) -> bool:
+        """Whether ``apply`` writes without waiting and leaves the durable wait to the
+        lock's release (see :mod:`tuffdb.documents.write_lock`): when the write must be
+        durable and the store hands out write tickets."""
+        if self.sync is False or not hasattr(self.kv, "write_ticket"):
+            return False
+        mode = getattr(self.kv, "durability", None)
+        return mode == "always" if self.sync is None else mode in ("always", "interval")
+
+    def _settle(self, ticket: int) -> None:
+        """Block until the writes covered by ``ticket`` are durable (no lock held)."""
+        self.kv.when_durable(ticket).result()
 
     def _replay_intents(self) -> int:
         intents = list(self.kv.scan(INTENT))
         for key, raw in intents:
-            self._run_ops(codec.unpack(raw))
+            self._run_ops(codec.unpack(raw), sync=self.sync)
             self.kv.delete(key, sync=self.sync)
         return len(intents)
 
@@ -185,6 +203,11 @@ class Database:
         runs the ops, then deletes the intent; an intent found at open is replayed (ops
         are idempotent). This relies on the engine's log order: a write that survives a
         crash implies every earlier write survived.
+
+        Durable writes do not wait here, under the lock: the ops go to the store without
+        waiting and the caller waits for their group commit once the lock is released
+        (:mod:`tuffdb.documents.write_lock`), so concurrent writers share one fsync. Only
+        a multi-key batch's intent is made durable before its ops, as before.
         """
         pending = PendingCommit(self, writes) if self.listeners else None  # may refuse the batch
         ops: list[list[Any]] = []  # [key, value | None, ttl]
@@ -200,13 +223,21 @@ class Database:
             old = self.kv.get_many(deletes)
             ops.extend([TRASH + k[len(RECORD) :], v, self.trash_ttl]
                        for k, v in zip(deletes, old, strict=True) if v is not None)
+        defer = self._defers_wait()
+        sync = False if defer else self.sync
         intent = INTENT + uuid.uuid4().bytes if len(ops) > 1 else None
         if intent is not None:
             self.kv.put(intent, codec.pack(ops), sync=self.sync)
             failpoint("documents_after_intent")
-        self._run_ops(ops, crash_point=intent is not None)
+        self._run_ops(ops, crash_point=intent is not None, sync=sync)
         if intent is not None:
-            self.kv.delete(intent, sync=self.sync)
+            self.kv.delete(intent, sync=sync)
+        if defer:
+            self.lock.owe(self.kv.write_ticket())
+        self._applied(writes, pending)
+
+    def _applied(self, writes: list[Write], pending: PendingCommit | None) -> None:
+        """Bookkeeping after a batch is written: versions, indexes, listeners."""
         self.seq += 1
         for w in writes:
             self.versions[(w.collection, w.id)] = self.seq

@@ -31,6 +31,7 @@ from tuffdb.errors import (
     ProtocolError,
     ReadOnlyError,
 )
+from tuffdb.security.auth import jwt_decode
 from tuffdb.server import ekodb_wire as ew
 from tuffdb.server.ekodb_proto import Request, Response, error_response
 
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from tuffdb.documents.transactions import Transaction
     from tuffdb.security.auth import ApiKey, KeyRing, Permission
 
+MAX_CACHED_TOKENS = 4096  # verified JWTs remembered (the cache is simply cleared when full)
 SERVER_VERSION = "0.80.0"  # the ekoDB server version we answer to (>= 0.79.2: permission edits)
 
 ERROR_STATUS: list[tuple[type[Error], int]] = [
@@ -112,6 +114,7 @@ class App:
         self.db, self.keyring, self.settings = db, keyring, settings
         self.save_settings = save_settings
         self.transactions: dict[str, Transaction] = {}
+        self._tokens: dict[str, tuple[str, float]] = {}  # verified JWT -> (key id, expiry)
         self.routes: list[tuple[str, tuple[str, ...], Handler, str]] = []
         self._windows: dict[str, tuple[int, int]] = {}
         from tuffdb.server import (  # noqa: PLC0415 - they import App
@@ -188,7 +191,19 @@ class App:
         auth = req.headers.get("authorization", "")
         if not auth.lower().startswith("bearer "):
             raise AuthError("missing 'Authorization: Bearer <token>'; get one from /api/auth/token")
-        return self.keyring.verify(auth[7:].strip())
+        token = auth[7:].strip()
+        # A token's signature is checked once; later requests only check its expiry and
+        # that its key still exists (revocation), as KeyRing.verify does.
+        hit = self._tokens.get(token)
+        if hit is not None and hit[1] > time.time():
+            key = self.keyring._by_id.get(hit[0])  # noqa: SLF001 - verify's own lookup
+            if key is not None:
+                return key
+        key = self.keyring.verify(token)  # raises AuthError: forged, expired, revoked
+        if len(self._tokens) >= MAX_CACHED_TOKENS:
+            self._tokens.clear()
+        self._tokens[token] = (key.key_id, float(jwt_decode(token, self.keyring.secret)["exp"]))
+        return key
 
     def _check_access(self, key: ApiKey | None, access: str) -> None:
         mode = self.settings.access_mode
