@@ -332,3 +332,70 @@ def test_pipelined_random_sequences_reply_like_redis(servers: tuple[int, int],
                                                     script: list[tuple[str, ...]]) -> None:
     full = [*script, ("DISCARD",)]
     assert run_pipelined(servers[0], full) == run_pipelined(servers[1], full)
+
+
+def run_pipelines(port: int, pipelines: list[list[tuple[str, ...]]]) -> list[bytes]:
+    """Send each pipeline in one write on one connection; the replies of each, in order."""
+    c = RawClient(port)
+    try:
+        c.call("FLUSHALL")
+        out = []
+        for script in pipelines:
+            c.sock.sendall(b"".join(
+                b"*%d\r\n" % len(cmd) + b"".join(b"$%d\r\n%b\r\n" % (len(p), p)
+                                                 for p in (a.encode() for a in cmd))
+                for cmd in script))
+            pos = 0
+            for _ in script:
+                pos = c._frame_end(pos)  # noqa: SLF001
+            out.append(c.buf[:pos])
+            c.buf = c.buf[pos:]
+        return out
+    finally:
+        c.close()
+
+
+# Pipelines of one command (the batch path: -P 16 GETs, bulk SETs), including keys that
+# hold hashes (WRONGTYPE), missing keys, repeated keys, options and wrong arities.
+ONE_COMMAND_PIPELINE_ST = st.one_of(
+    st.lists(st.tuples(st.just("GET"), KEYS_ST), min_size=2, max_size=20),
+    st.lists(st.tuples(st.just("SET"), KEYS_ST, VALUES_ST), min_size=2, max_size=20),
+    st.lists(st.one_of(st.tuples(st.just("SET"), KEYS_ST, VALUES_ST),
+                       st.tuples(st.just("SET"), KEYS_ST, VALUES_ST, st.just("GET")),
+                       st.tuples(st.just("SET"), KEYS_ST)), min_size=2, max_size=20),
+    st.lists(st.one_of(st.tuples(st.just("GET"), KEYS_ST),
+                       st.tuples(st.just("GET"), KEYS_ST, KEYS_ST)), min_size=2, max_size=20),
+)
+
+
+@settings(max_examples=75, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(setup=st.lists(COMMAND_ST, max_size=10),
+       pipelines=st.lists(ONE_COMMAND_PIPELINE_ST, min_size=1, max_size=4))
+def test_pipelines_of_one_command_reply_like_redis(servers: tuple[int, int],
+                                                   setup: list[tuple[str, ...]],
+                                                   pipelines: list[list[tuple[str, ...]]]) -> None:
+    reads = [("GET", k) for k in "abhn"] + [("TYPE", k) for k in "abhn"]
+    script = [[*setup, ("DISCARD",)], *pipelines, reads]
+    assert run_pipelines(servers[0], script) == run_pipelines(servers[1], script)
+
+
+def test_pipelined_sets_invalidate_a_watch_like_redis(servers: tuple[int, int]) -> None:
+    results = []
+    for port in servers:
+        a, b = RawClient(port), RawClient(port)
+        try:
+            steps = [a.call("FLUSHALL"), a.call("WATCH", "k2"), a.call("MULTI"),
+                     a.call("SET", "x", "1")]
+            b.sock.sendall(b"".join(b"*3\r\n$3\r\nSET\r\n$2\r\nk%d\r\n$1\r\nv\r\n" % i
+                                    for i in range(1, 4)))
+            pos = 0
+            for _ in range(3):
+                pos = b._frame_end(pos)  # noqa: SLF001
+            steps += [b.buf[:pos], a.call("EXEC"), a.call("GET", "x")]
+        finally:
+            a.close()
+            b.close()
+        results.append(steps)
+    assert results[0] == results[1]
+    assert results[0][5] == b"*-1\r\n"  # the pipelined SET of k2 aborted the transaction

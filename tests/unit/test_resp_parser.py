@@ -125,6 +125,26 @@ def test_any_split_of_a_valid_stream_parses_like_the_whole(cmds: list[list[bytes
     assert parse_all(data, [c % (len(data) + 1) for c in cuts]) == cmds
 
 
+@settings(max_examples=300, deadline=None)
+@given(arity=st.integers(1, 4), data=st.data(), tail=st.lists(args_st, max_size=3),
+       cuts=st.lists(st.integers(0, 4000), max_size=4))
+def test_pipelines_of_one_arity_parse_like_any_other(arity: int, data: st.DataObject,
+                                                     tail: list[list[bytes]],
+                                                     cuts: list[int]) -> None:
+    # The uniform fast path takes these column-wise; bulks holding CRLF, long or empty
+    # bulks and a tail of other arities must still come out exactly as sent.
+    arg = st.one_of(st.binary(max_size=12), st.sampled_from([b"\r\n", b"a\r\nb", b"x" * 70000]))
+    cmds = data.draw(st.lists(st.lists(arg, min_size=arity, max_size=arity), min_size=2,
+                              max_size=20))
+    stream = b"".join(encode(c) for c in cmds + tail)
+    assert parse_all(stream, [c % (len(stream) + 1) for c in cuts]) == cmds + tail
+
+
+def test_uniform_pipeline_with_noncanonical_length_falls_back_to_the_general_parser() -> None:
+    stream = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n" * 3 + b"*2\r\n$3\r\nGET\r\n$01\r\nk\r\n"
+    assert parse_all(stream) == [[b"GET", b"k"]] * 4
+
+
 @settings(max_examples=500, deadline=None)
 @given(data=st.binary(max_size=3000), cuts=st.lists(st.integers(0, 3000), max_size=10),
        max_bulk=st.integers(1, 5000))

@@ -478,8 +478,37 @@ class KVStore(MutableMapping[bytes, bytes]):
         return raw
 
     def get_many(self, keys: Iterable[bytes]) -> list[bytes | None]:
-        get = self.get
-        return [get(k) for k in keys]
+        """``[get(k) for k in keys]``, with :meth:`get`'s steps inlined (pipelined GETs).
+
+        Each key re-reads the chain, keydir and cache exactly as :meth:`get` does, so the
+        background thread may move data between keys without a read seeing a gap.
+        """
+        out: list[bytes | None] = []
+        append = out.append
+        expiry = self._expiry
+        for key in keys:
+            if expiry:
+                exp = expiry.get(key)
+                if exp is not None and exp <= self._now_ms():
+                    append(None)
+                    continue
+            for d in self._chain:
+                v = d.get(key)
+                if v is not None:
+                    append(None if v is TOMBSTONE else v)
+                    break
+            else:
+                loc = self._keydir.get(key)
+                if loc is None:
+                    append(None)
+                    continue
+                blk = self._cache.get(loc >> 48)
+                if blk is None:  # a miss (or a retired segment): the full path handles it
+                    append(self.get(key))
+                    continue
+                off = (loc >> 28) & 0xFFFFF
+                append(blk[off : off + (loc & 0xFFFFFFF)])
+        return out
 
     def exists(self, key: bytes) -> bool:
         return self.get(key) is not None

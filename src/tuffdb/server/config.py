@@ -60,6 +60,7 @@ class ServeConfig:
     http_port: int = 8080
     durability: str = "interval"
     interval_ms: int = 200
+    cache_mb: int = 512
     encryption_key_file: Path | None = None
     requirepass: str | None = None
     maxclients: int = 10000
@@ -105,6 +106,7 @@ _OPTIONS: dict[str, tuple[Callable[[str], Any], str]] = {
     "http_port": (_port, "ekoDB HTTP (documents) port"),
     "durability": (_choice(*DURABILITY_MODES), "when writes reach disk: always|interval|none"),
     "interval_ms": (_positive, "fsync interval for durability=interval"),
+    "cache_mb": (_positive, "block cache of the KV store behind the RESP face, MiB"),
     "encryption_key_file": (Path, f"file with the 32-byte key (or set {ENV_KEY})"),
     "requirepass": (str, "password RESP clients must AUTH with"),
     "maxclients": (_positive, "maximum concurrent clients per face"),

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from tuffdb.server.resp import create
-from tuffdb.server.resp.server import TO_ENGINE
+from tuffdb.server.resp.server import DEFAULT_CACHE_MB, TO_ENGINE
 
 
 def parse_args(argv: list[str] | None = None) -> SimpleNamespace:
@@ -27,6 +27,7 @@ def parse_args(argv: list[str] | None = None) -> SimpleNamespace:
     p.add_argument("--data-dir", type=Path, required=True)
     p.add_argument("--appendfsync", choices=sorted(TO_ENGINE), default="everysec")
     p.add_argument("--interval-ms", type=int, default=200)
+    p.add_argument("--cache-mb", type=int, default=DEFAULT_CACHE_MB)
     p.add_argument("--requirepass", default=None)
     p.add_argument("--maxclients", type=int, default=10000)
     p.add_argument("--timeout", type=int, default=0, help="idle client timeout, seconds")
@@ -34,7 +35,7 @@ def parse_args(argv: list[str] | None = None) -> SimpleNamespace:
     ns = p.parse_args(argv)
     return SimpleNamespace(
         data_dir=ns.data_dir, host=ns.host, resp_port=ns.port,
-        durability=TO_ENGINE[ns.appendfsync], interval_ms=ns.interval_ms,
+        durability=TO_ENGINE[ns.appendfsync], interval_ms=ns.interval_ms, cache_mb=ns.cache_mb,
         requirepass=ns.requirepass, maxclients=ns.maxclients,
         extra={"resp": {"timeout": ns.timeout, "proto-max-bulk-len": ns.proto_max_bulk_len}},
     )

@@ -37,6 +37,9 @@ TO_REDIS = {v: k for k, v in TO_ENGINE.items()}
 MAX_EVERYSEC_INTERVAL_MS = 1000
 SCAN_CURSORS_MAX = 100_000
 REDIS_COMPAT_VERSION = "7.0.0"  # the Redis behaviour we follow (HELLO/INFO "version")
+# Redis serves every key from memory; the same workload here should hit the block cache
+# rather than decompress a cold block per GET, so the server's default is generous.
+DEFAULT_CACHE_MB = 512
 DEFAULT_OUTPUT_LIMITS = "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
 
 
@@ -50,7 +53,8 @@ def open_store(config: Any, durability: str, interval_ms: int) -> KVStore:
 
         key = encryption_key(config)
     return KVStore.open(Path(config.data_dir) / "kv", durability=durability,
-                        interval_ms=interval_ms, encryption_key=key)
+                        interval_ms=interval_ms, encryption_key=key,
+                        cache_bytes=int(getattr(config, "cache_mb", DEFAULT_CACHE_MB)) << 20)
 
 
 class RespServer:

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from tuffdb.server.resp.conn import Conn
 
 Handler = Callable[["Conn", list[bytes]], bytes]
+# A pipeline of one command, run at once: the replies for a prefix of the commands, each
+# exactly what the single handler would have returned ([] = not applicable: one by one).
+BatchHandler = Callable[["Conn", list[list[bytes]]], list[bytes]]
 
 
 class CommandError(Exception):
@@ -52,6 +55,7 @@ class Spec:
 
 
 TABLE: dict[bytes, Spec] = {}
+BATCHED: dict[bytes, BatchHandler] = {}  # lowercase name -> batch form of its handler
 
 
 def command(  # noqa: PLR0913  (the metadata COMMAND reports, one keyword each)
@@ -71,6 +75,16 @@ def command(  # noqa: PLR0913  (the metadata COMMAND reports, one keyword each)
             write="write" in flagset,
         )
         TABLE[name.encode()] = spec
+        return fn
+
+    return register
+
+
+def batched(name: str) -> Callable[[BatchHandler], BatchHandler]:
+    """Register the batch form of an already registered command (see ``BatchHandler``)."""
+
+    def register(fn: BatchHandler) -> BatchHandler:
+        BATCHED[name.encode()] = fn
         return fn
 
     return register

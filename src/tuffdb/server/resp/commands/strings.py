@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from tuffdb import errors
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.common import (
     INT64_MAX,
@@ -17,7 +18,7 @@ from tuffdb.server.resp.commands.common import (
     to_int,
 )
 from tuffdb.server.resp.commands.numbers import add_and_format
-from tuffdb.server.resp.table import SYNTAX, WRONGTYPE, CommandError, command
+from tuffdb.server.resp.table import SYNTAX, WRONGTYPE, CommandError, batched, command
 from tuffdb.server.resp.values import STRING_PREFIX, STRING_TAG
 
 if TYPE_CHECKING:
@@ -71,6 +72,48 @@ def get(c: Conn, a: list[bytes]) -> bytes:
     c.srv.stats["hits"] += 1
     # One copy: %b takes the memoryview (any buffer) directly.
     return b"$%d\r\n%b\r\n" % (len(raw) - 1, memoryview(raw)[1:])  # type: ignore[str-format]
+
+
+WRONGTYPE_REPLY = reply.error(WRONGTYPE)
+
+
+@batched("get")
+def get_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
+    """Pipelined GETs: one store call, replies built in one loop."""
+    if list(map(len, cmds)).count(2) != len(cmds):
+        return []  # some have the wrong arity: one by one (same errors)
+    raws = c.store.get_many([a[1] for a in cmds])
+    null = c.enc.null
+    out = []
+    misses = 0
+    for raw in raws:
+        if raw is None:
+            misses += 1
+            out.append(null)
+        elif raw[0] != STRING_TAG:
+            out.append(WRONGTYPE_REPLY)
+        else:
+            out.append(b"$%d\r\n%b\r\n" % (len(raw) - 1, memoryview(raw)[1:]))  # type: ignore[str-format]
+    stats = c.srv.stats
+    stats["misses"] += misses
+    stats["hits"] += len(raws) - misses - out.count(WRONGTYPE_REPLY)
+    return out
+
+
+@batched("set")
+def set_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
+    """Pipelined plain SETs: one ``put_many`` (one lock round, one group-commit ticket)."""
+    if list(map(len, cmds)).count(3) != len(cmds):
+        return []  # options or wrong arity: one by one
+    try:
+        c.store.put_many([(a[1], STRING_PREFIX + a[2]) for a in cmds], sync=False)
+    except errors.Error:
+        return []  # validated before anything is written: one by one gives each its error
+    srv = c.srv
+    if srv.watchers:
+        for a in cmds:
+            srv.touch(a[1])
+    return [reply.OK] * len(cmds)
 
 
 @command("set", -3, "write denyoom", (1, 1, 1), group="string")
