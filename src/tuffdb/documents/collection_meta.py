@@ -169,6 +169,8 @@ def check_unique(db: Database, writes: list[Write]) -> None:
         if w.fields is None:
             continue
         coll = db.collection(w.collection)
+        if not coll.indexes:
+            continue
         record = {**w.fields, "id": w.id}
         for f, idx in coll.indexes.items():
             if not idx.unique or (k := key_of(record, f)) == _NULL_KEY:

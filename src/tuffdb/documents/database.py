@@ -242,7 +242,11 @@ class Database:
         for w in writes:
             self.versions[(w.collection, w.id)] = self.seq
             self.collection_versions[w.collection] = self.seq
-            self.collection(w.collection).index_write(w)
+            coll = self._collections.get(w.collection)
+            if coll is None:
+                coll = self.collection(w.collection)
+            if coll.indexes:
+                coll.index_write(w)
         if pending is not None:
             pending.publish()
         now = time.monotonic()
@@ -253,7 +257,11 @@ class Database:
 
     def ensure_meta(self, names: Iterable[str]) -> None:
         for name in set(names):
-            self.collection(name).ensure_meta()
+            coll = self._collections.get(name)
+            if coll is None:
+                coll = self.collection(name)
+            if not coll.has_meta:
+                coll.ensure_meta()
 
     # --- lifecycle ------------------------------------------------------------------
     def check(self) -> list[str]:

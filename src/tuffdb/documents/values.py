@@ -100,6 +100,10 @@ _TYPE_OF: dict[type, str] = {
 }
 
 
+# Exact types that are always storable and hold nothing: check() need not visit them.
+_LEAVES = frozenset((str, float, bool, type(None), bytes))
+
+
 def check(value: Any, path: str = "") -> None:
     """Raise TypeError (naming the field path) if anything in ``value`` is not storable."""
     name = type_name(value)
@@ -107,7 +111,8 @@ def check(value: Any, path: str = "") -> None:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise TypeError(f"object keys must be strings, got {k!r} at {path or 'top'}")
-            check(v, f"{path}.{k}" if path else k)
+            if type(v) not in _LEAVES:
+                check(v, f"{path}.{k}" if path else k)
     elif name in ("Array", "Set"):
         for i, v in enumerate(value):
             check(v, f"{path}[{i}]")

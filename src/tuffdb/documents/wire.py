@@ -192,14 +192,21 @@ def envelope(value: Any) -> dict[str, Any]:
     return {"type": type_name(value), "value": plain(value)}
 
 
+# Scalar types whose envelope is ``{"type": name, "value": v}`` with v as is.
+_SIMPLE_TYPE = {str: "String", float: "Float", bool: "Boolean", type(None): "Null"}
+
+
 def record_to_wire(record: dict[str, Any], *, typed: bool = True) -> dict[str, Any]:
     """A stored record as the wire sends it: ``id`` and ``ttl`` plain, other fields typed."""
     out: dict[str, Any] = {}
+    simple = _SIMPLE_TYPE.get
     for k, v in record.items():
-        if k in ("id", "ttl"):
+        if k in ("id", "ttl") or not typed:
             out[k] = plain(v)
+        elif (name := simple(type(v))) is not None:  # same as envelope(v), without the calls
+            out[k] = {"type": name, "value": v}
         else:
-            out[k] = envelope(v) if typed else plain(v)
+            out[k] = envelope(v)
     return out
 
 

@@ -116,6 +116,7 @@ class App:
         self.transactions: dict[str, Transaction] = {}
         self._tokens: dict[str, tuple[str, float]] = {}  # verified JWT -> (key id, expiry)
         self.routes: list[tuple[str, tuple[str, ...], Handler, str]] = []
+        self._by_shape: dict[tuple[str, int], list[tuple[str, tuple[str, ...], Handler, str]]] = {}
         self._windows: dict[str, tuple[int, int]] = {}
         from tuffdb.server import (  # noqa: PLC0415 - they import App
             ekodb_admin,
@@ -133,12 +134,13 @@ class App:
 
     def route(self, method: str, path: str, handler: Handler, access: str) -> None:
         """``access``: open | read | write | admin | auth (any valid token)."""
-        self.routes.append((method, tuple(path.strip("/").split("/")), handler, access))
+        entry = (method, tuple(path.strip("/").split("/")), handler, access)
+        self.routes.append(entry)
+        # Candidates by (method, segment count), in registration order: first match wins.
+        self._by_shape.setdefault((method, len(entry[1])), []).append(entry)
 
     def _match(self, method: str, segs: list[str]) -> tuple[Handler, str, list[str]] | None:
-        for m, pattern, handler, access in self.routes:
-            if m != method or len(pattern) != len(segs):
-                continue
+        for _, pattern, handler, access in self._by_shape.get((method, len(segs)), ()):
             args = []
             for p, s in zip(pattern, segs, strict=True):
                 if p.startswith("{"):
@@ -159,7 +161,8 @@ class App:
                 raise NotFoundError(f"no endpoint {req.method} /{'/'.join(segs)}")
             handler, access, args = found
             key = None if access == "open" else self._authenticate(req)
-            headers = self._rate_limit(key.key_id if key else req.peer)
+            if self.settings.rate_limit_per_minute:
+                headers = self._rate_limit(key.key_id if key else req.peer)
             self._check_access(key, access)
             ctx = Ctx(req, params, key, mp)
             result = handler(self, ctx, *args)

@@ -63,7 +63,12 @@ def split_url(url: bytes) -> tuple[list[str], dict[str, str]]:
     """
     text = url.decode("latin-1")
     path, _, query = text.partition("?")
-    segments = [unquote(s) for s in path.split("/") if s]
+    if "%" in path:
+        segments = [unquote(s) for s in path.split("/") if s]
+    else:  # nothing to decode (the usual case)
+        segments = [s for s in path.split("/") if s]
+    if not query:
+        return segments, {}
     params = {k: v for k, v in parse_qsl(query, keep_blank_values=True) if v not in ("", "null")}
     return segments, params
 
