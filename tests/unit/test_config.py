@@ -40,7 +40,7 @@ def test_serve_config_has_exactly_the_contract_fields() -> None:
     names = [f.name for f in dataclasses.fields(ServeConfig)]
     assert names == [
         "data_dir", "host", "admin_port", "resp_port", "grpc_port", "http_port",
-        "durability", "interval_ms", "encryption_key_file", "requirepass", "maxclients",
+        "durability", "interval_ms", "cache_mb", "encryption_key_file", "requirepass", "maxclients",
         "api_key", "tls_cert", "tls_key", "log_level", "extra",
     ]
     with pytest.raises(dataclasses.FrozenInstanceError):
