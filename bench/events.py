@@ -283,6 +283,8 @@ def run_server_suite(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     results: dict[str, Any] = {}
     kinds = ["tuffdb", "umadb"] if not args.only else [args.only]
     for name, batch, writers in args.write_matrix:
+        if not _selected(args, name):
+            continue
         for kind in kinds:
             d = Path(tempfile.mkdtemp(dir=base))
             with server(kind, d) as url:
@@ -292,21 +294,29 @@ def run_server_suite(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                 readiness=READINESS[-1], store=STORE_STATS[-1])
             shutil.rmtree(d, ignore_errors=True)
             print(name, kind, _fmt(results[f"write/{name}/{kind}"]), file=sys.stderr)
-    for kind in kinds:
+    shapes = [(shape, readers) for shape, readers, name in (
+        ("single", args.single_readers, "sel-single"), ("full", args.scan_readers, "full"))
+        if _selected(args, name)]
+    for kind in kinds if shapes else []:
         d = Path(tempfile.mkdtemp(dir=base))
         with server(kind, d) as url:
             t0 = time.perf_counter()
             tags = seed_corpus(url, args.read_events, args.read_streams)
             results[f"seed/{kind}"] = {"events_per_s": args.read_events / (time.perf_counter() - t0)}
-            for shape, readers in (("single", args.single_readers), ("full", args.scan_readers)):
+            for shape, readers in shapes:
                 w = Window(args.warmup, args.duration)
                 key = f"read/warm-{'sel-single' if shape == 'single' else 'full'}/{kind}"
                 results[key] = w.run(readers, read_op(url, tags, shape))
                 print(key, _fmt(results[key]), file=sys.stderr)
-        for key in (f"read/warm-sel-single/{kind}", f"read/warm-full/{kind}"):
+        for shape, _ in shapes:
+            key = f"read/warm-{'sel-single' if shape == 'single' else 'full'}/{kind}"
             results[key].update(readiness=READINESS[-1], store=STORE_STATS[-1])
         shutil.rmtree(d, ignore_errors=True)
     return results
+
+
+def _selected(args: argparse.Namespace, name: str) -> bool:
+    return not args.workloads or name in args.workloads
 
 
 def run_embedded(args: argparse.Namespace, base: Path) -> dict[str, Any]:
@@ -369,6 +379,9 @@ def main() -> None:
     p.add_argument("--only", choices=["tuffdb", "umadb"])
     p.add_argument("--skip-server", action="store_true")
     p.add_argument("--skip-embedded", action="store_true")
+    p.add_argument("--workloads", type=lambda v: [x for x in v.split(",") if x],
+                   help="comma-separated subset of the server workloads (default: all): "
+                        "b512-w16,b64-w16,b1-w64,sel-single,full (smoke: b64-w4,b1-w8,...)")
     args = p.parse_args()
     args.write_matrix = [("b512-w16", 512, 16), ("b64-w16", 64, 16), ("b1-w64", 1, 64)]
     args.read_events, args.read_streams = 50_000, 5_000
