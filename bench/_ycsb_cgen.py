@@ -1,6 +1,9 @@
-"""C load generators for YCSB: wrk with bench/ycsb_gen/ycsb.lua (tuffdb's HTTP face) and
-bench/ycsb_gen/redis_ycsb.c (Redis hashes), both closed loop, one client per thread and
-connection, one request in flight each, time-bounded windows (see the two sources).
+"""C load generators for YCSB: wrk with bench/ycsb_gen/ycsb.lua (tuffdb's HTTP face; one
+wrk thread per connection) and bench/ycsb_gen/ycsb_driver.c (Redis hashes over RESP, or
+tuffdb's HTTP face as a cross-check; one epoll thread for all connections), all closed
+loop, one request in flight per connection, time-bounded windows (see the sources).
+``http_null_ceiling`` measures the HTTP generator itself against bench/ycsb_gen/http_ok.c,
+a null C HTTP server.
 
 ``run_wrk`` and ``run_redis`` return the same shape as the other drivers: ``ops``,
 ``ops_per_s`` (ops completing in the window / window seconds), ``seconds``, ``errors``
@@ -16,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import shutil
 import signal
 import subprocess
@@ -27,7 +31,9 @@ import numpy as np
 
 GEN_DIR = Path(__file__).resolve().parent / "ycsb_gen"
 LUA = GEN_DIR / "ycsb.lua"
-REDIS_C = GEN_DIR / "redis_ycsb.c"
+DRIVER_C = GEN_DIR / "ycsb_driver.c"
+DRIVER_LABEL = "bench/ycsb_gen/ycsb_driver.c (C, one epoll thread)"
+HTTP_OK_C = GEN_DIR / "http_ok.c"
 MARK = "YCSB_JSON "
 
 
@@ -39,22 +45,59 @@ def have_wrk() -> bool:
     return shutil.which("wrk") is not None
 
 
-def build_redis_driver(build_dir: Path) -> Path | None:
-    """Compile redis_ycsb.c (cached by source hash); None without a C compiler."""
+def build(source: Path, build_dir: Path) -> Path | None:
+    """Compile one of bench/ycsb_gen/*.c (cached by source hash); None without a C compiler."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         return None
-    digest = hashlib.sha256(REDIS_C.read_bytes()).hexdigest()[:12]
-    exe = Path(build_dir) / f"redis_ycsb-{digest}"
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    exe = Path(build_dir) / f"{source.stem}-{digest}"
     if not exe.exists():
         exe.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            [cc, "-O2", "-pthread", "-o", str(exe), str(REDIS_C), "-lm"],
+            [cc, "-O2", "-o", str(exe), str(source), "-lm"],
             check=True,
             capture_output=True,
             text=True,
         )
     return exe
+
+
+def build_driver(build_dir: Path) -> Path | None:
+    return build(DRIVER_C, build_dir)
+
+
+def http_null_ceiling(
+    build_dir: Path,
+    generator: str,
+    threads: int,
+    warmup: float,
+    duration: float,
+    server_cpu: int | None,
+    cpu: int | None,
+) -> dict[str, Any] | None:
+    """The HTTP generator's own ceiling (``generator`` wrk or c; the same machinery and
+    connection count as the tuffdb-http cells) on GET /api/health against
+    bench/ycsb_gen/http_ok.c, a null C server on the server core."""
+    exe = build(HTTP_OK_C, build_dir)
+    driver = build(DRIVER_C, build_dir)
+    if exe is None or driver is None or (generator == "wrk" and not have_wrk()):
+        return None
+    proc = subprocess.Popen([*_pin(server_cpu), str(exe)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline().rsplit(" ", 1)[1])
+        if generator == "wrk":
+            res = run_wrk(port, "none", "trivial", threads, 1, 0, warmup, duration, 0, cpu)
+        else:
+            res = run_driver(
+                driver, "http", port, "trivial", threads, 1, 0, warmup, duration, 0, cpu
+            )
+    finally:
+        proc.kill()
+        proc.wait()
+    res["server"] = "bench/ycsb_gen/http_ok.c (null server)"
+    return res
 
 
 def _result(
@@ -165,8 +208,9 @@ def _interrupt(proc: subprocess.Popen[str]) -> None:
         return
 
 
-def run_redis(
+def run_driver(
     exe: Path,
+    proto: str,
     port: int,
     workload: str,
     threads: int,
@@ -176,34 +220,25 @@ def run_redis(
     duration: float,
     ops_cap: int,
     cpu: int | None,
+    token: str = "",
 ) -> dict[str, Any]:
+    """One run of bench/ycsb_gen/ycsb_driver.c (``proto`` resp or http)."""
     cap = math.ceil(ops_cap / threads) if ops_cap else 0
-    cmd = [
-        *_pin(cpu),
-        str(exe),
-        "127.0.0.1",
-        str(port),
-        workload,
-        str(threads),
-        str(recordcount),
-        str(seed),
-        f"{warmup:g}",
-        f"{duration:g}",
-        str(cap),
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    args = [proto, "127.0.0.1", str(port), workload, str(threads), str(recordcount), str(seed)]
+    args += [f"{warmup:g}", f"{duration:g}", str(cap)]
+    cmd = [*_pin(cpu), str(exe), *args]
+    env = {**os.environ, "YCSB_TOKEN": token}
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     line = next((x for x in done.stdout.splitlines() if x.startswith(MARK)), None)
     if line is None:
         raise RuntimeError(
-            f"redis_ycsb {workload}: no result (exit {done.returncode}): {done.stderr[-500:]}"
+            f"ycsb_driver {workload}: no result (exit {done.returncode}): {done.stderr[-500:]}"
         )
     doc = json.loads(line[len(MARK) :])
     if doc["failed_threads"]:
-        raise RuntimeError(
-            f"redis_ycsb {workload}: {doc['failed_threads']} threads lost their connection"
-        )
-    shown = [*cmd[: len(cmd) - 10], "bench/ycsb_gen/redis_ycsb.c (cc -O2)", *cmd[len(cmd) - 9 :]]
-    return _result(doc, threads, duration, shown, "bench/ycsb_gen/redis_ycsb.c (C, POSIX threads)")
+        raise RuntimeError(f"ycsb_driver {workload}: {doc['failed_threads']} connections failed")
+    shown = [*_pin(cpu), "bench/ycsb_gen/ycsb_driver.c (cc -O2)", *args]
+    return _result(doc, threads, duration, shown, DRIVER_LABEL)
 
 
 def redis_benchmark_ping(

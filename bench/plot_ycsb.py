@@ -112,7 +112,19 @@ def _generators(result: dict[str, Any]) -> list[str]:
     gens = result["environment"].get("generators")
     if not gens:
         return []
-    return ["Load generators: " + "; ".join(f"{s}: {g}" for s, g in gens.items()) + "."]
+    out = ["Load generators: " + "; ".join(f"{s}: {g}" for s, g in gens.items()) + "."]
+    null = result.get("wrk_null_server_ceiling")
+    if null:
+        rates = [n["ops_per_s"] for n in null]
+        util = [n["cpu"]["generator_core_util"] for n in null if "cpu" in n]
+        out.append(
+            f"HTTP generator's own ceiling (GET /api/health on a null C server, "
+            f"{max(result.get('threads') or [0])} connections): "
+            f"{statistics.median(rates):,.0f} ops/s [{min(rates):,.0f}-{max(rates):,.0f}]"
+            + (f", generator core {statistics.median(util):.0%}" if util else "")
+            + "."
+        )
+    return out
 
 
 def _ceilings(result: dict[str, Any], tier: str) -> list[str]:

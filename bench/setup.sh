@@ -4,13 +4,14 @@
 #   postgresql          PostgreSQL server and pgbench (bench/ycsb.py, bench/events.py peers)
 #   redis-server        Redis (bench/ycsb.py, bench/resp.py, bench/kv.py peers)
 #   redis-tools         redis-cli and redis-benchmark (C load generator)
+#   gcc, libc6-dev      builds bench/ycsb_gen/*.c (the YCSB driver and the null HTTP server)
 # Python packages come from bench/requirements.txt (pip install -r bench/requirements.txt).
 #
 #   bash bench/setup.sh
 set -euo pipefail
 
-packages=(wrk postgresql redis-server redis-tools)
-binaries=(wrk pgbench redis-server redis-benchmark)
+packages=(wrk postgresql redis-server redis-tools gcc libc6-dev)
+binaries=(wrk pgbench redis-server redis-benchmark cc)
 
 missing=0
 for b in "${binaries[@]}"; do

@@ -18,16 +18,19 @@ redis              hashes, ``appendfsync always``              hashes, ``appendo
 =================  ==========================================  ====================================
 
 Load generators (C wherever one fits, so the generator is not the bottleneck; each is
-closed loop, one client per thread and connection, one request in flight):
+closed loop, one request in flight per connection, one connection per YCSB thread):
 
 * tuffdb-http: ``wrk -t N -c N`` with bench/ycsb_gen/ycsb.lua (the YCSB mixes, keys,
   ScrambledZipfian and SkewedLatest in LuaJIT, per-thread seeds, F's read-modify-write as a
-  per-connection request/response state machine counted as one op, non-2xx = error).
-* redis: bench/ycsb_gen/redis_ycsb.c, compiled here with ``cc -O2``: the same mixes, keys
-  and distributions over raw RESP (HGETALL / HSET of one field / HSET of ten fields).
-  redis-benchmark cannot play them: one command per process, uniform keys (``-r``) and a
-  request count instead of a window, so no 95/5 mix at 8 clients nor any mix at 1; it is
-  run only as a second opinion on the ceiling (PING, ``-P 1``).
+  request/response state machine counted as one op, non-2xx = error). One wrk thread per
+  connection, because a wrk thread's Lua state cannot tell its connections apart, and F
+  must send its update on the connection that read. ``--http-generator c`` drives the same
+  ops with bench/ycsb_gen/ycsb_driver.c instead (one epoll thread, as a cross-check).
+* redis: bench/ycsb_gen/ycsb_driver.c over RESP, compiled here with ``cc -O2``: the same
+  mixes, keys and distributions (HGETALL / HSET of one field / HSET of ten fields), one
+  epoll thread. redis-benchmark cannot play them (one command per process, uniform keys,
+  a request count instead of a window: no 95/5 mix at 8 clients, no mix at 1); it runs
+  only as a second opinion on the ceiling (PING, ``-P 1``).
 * postgres: pgbench custom scripts (_ycsb_pg.py; Zipfian skew 1.001, pgbench's minimum).
 * tuffdb-embedded: Python threads in the benchmark's own process (labelled; compared only
   with itself).
@@ -40,10 +43,14 @@ script, PING, SELECT 1) at the largest thread count, then A, B, C, F, D, each at
 ``--threads`` count: ``--warmup`` seconds untimed, then a ``--duration`` second window
 (ops completing in it count; ``--ops`` caps a cell's measured ops instead). D's inserts
 are followed by an untimed gap fill so the next run starts from a dense table. Closed
-loop: latency is not corrected for coordinated omission.
+loop: latency is not corrected for coordinated omission. Because GET /api/health is
+served by tuffdb's own Python server, the HTTP generator's ceiling is also measured per
+repetition on a null C HTTP server (bench/ycsb_gen/http_ok.c on the server core), and
+every remote cell records the generator's and the server's CPU use (fraction of one
+core): a generator near its core's capacity would be the bottleneck.
 
 Output: ``docs/benchmarks/ycsb-raw/<run-id>.json`` and ``latest.json`` (every cell, the
-environment, the commands; machine paths replaced by ``<repo>``, ``<dir>``, ``~``);
+environment, the commands; machine paths replaced by ``<repo>``, ``<dir>``, ``<out>``, ``~``);
 ``--out`` changes the directory. ``python bench/plot_ycsb.py`` draws the tables.
 """
 
@@ -74,7 +81,15 @@ from _common import (
     utc_now,
     write_json,
 )
-from _ycsb_cgen import build_redis_driver, have_wrk, redis_benchmark_ping, run_redis, run_wrk
+from _ycsb_cgen import (
+    DRIVER_LABEL,
+    build_driver,
+    have_wrk,
+    http_null_ceiling,
+    redis_benchmark_ping,
+    run_driver,
+    run_wrk,
+)
 from _ycsb_drivers import TABLE, run_embedded, run_processes
 from _ycsb_pg import Postgres
 from _ycsb_work import ORDER, describe, inserted_keys, key, record
@@ -334,11 +349,7 @@ def _remote(
     duration: float,
 ) -> dict[str, Any]:
     """One cell of tuffdb-http or redis through its C generator (or the Python fallback)."""
-    if (
-        args.generators == "python"
-        or (name == "tuffdb-http" and not args.wrk)
-        or (name == "redis" and args.redis_exe is None)
-    ):
+    if args.c_generator[name] is None:
         ops = args.ops or args.fallback_ops
         job = {
             "ops": max(1, ops // threads),
@@ -353,33 +364,14 @@ def _remote(
         if wl == "D":
             res["inserted"] = inserted_keys(count, threads, job["warmup"] + job["ops"], seed)
         return res
-    if name == "tuffdb-http":
-        res = run_wrk(
-            store.port,
-            store.token,
-            wl,
-            threads,
-            count,
-            seed,
-            args.warmup,
-            duration,
-            args.ops if wl != "trivial" else 0,
-            args.client_cpu,
-            TABLE,
-        )
+    cap = args.ops if wl != "trivial" else 0
+    window = (wl, threads, count, seed, args.warmup, duration, cap, args.client_cpu)
+    if args.c_generator[name] == "wrk":
+        res = run_wrk(store.port, store.token, *window, TABLE)
+    elif name == "tuffdb-http":
+        res = run_driver(args.driver_exe, "http", store.port, *window, token=store.token)
     else:
-        res = run_redis(
-            args.redis_exe,
-            store.port,
-            wl,
-            threads,
-            count,
-            seed,
-            args.warmup,
-            duration,
-            args.ops if wl != "trivial" else 0,
-            args.client_cpu,
-        )
+        res = run_driver(args.driver_exe, "resp", store.port, *window)
     res["inserted"] = c_inserted(count, res["inserted_per_thread"])
     return res
 
@@ -463,6 +455,52 @@ def scrub(obj: Any, subs: list[tuple[str, str]]) -> Any:
     return obj
 
 
+def null_ceiling(args: argparse.Namespace, rep: int) -> dict[str, Any] | None:
+    """The HTTP generator on GET /api/health against a null C server: its own ceiling."""
+    if args.c_generator["tuffdb-http"] is None or "tuffdb-http" not in args.stores:
+        return None
+    null = metered(
+        None,
+        http_null_ceiling,
+        Path(args.dir),
+        args.c_generator["tuffdb-http"],
+        max(args.threads),
+        args.warmup,
+        args.ceiling_duration,
+        args.server_cpu,
+        args.client_cpu,
+    )
+    print(f"rep {rep} HTTP generator on a null C server: {null['ops_per_s']:.0f} ops/s", flush=True)
+    return {"rep": rep, **summarize(null)}
+
+
+def setup_generators(args: argparse.Namespace) -> dict[str, str]:
+    """Find wrk, build the C driver; says which generator drives each store
+    (``args.c_generator``: wrk, c, or None for the Python fallback)."""
+    wrk = have_wrk()
+    args.driver_exe = build_driver(Path(args.dir)) if args.generators != "python" else None
+    http = args.http_generator if args.driver_exe and (wrk or args.http_generator == "c") else None
+    args.c_generator = {"tuffdb-http": http, "redis": "c" if args.driver_exe else None}
+    missing = [s for s, g in args.c_generator.items() if g is None]
+    if missing and args.generators == "c":
+        raise SystemExit("--generators c: wrk or a C compiler is missing (bash bench/setup.sh)")
+    if missing and args.generators == "auto":
+        print(
+            "warning: wrk or cc missing (bash bench/setup.sh): Python fallback generators for "
+            f"{', '.join(missing)}, capped near 10,000 ops/s per process",
+            file=sys.stderr,
+        )
+    labels = {"wrk": "wrk -t N -c N + bench/ycsb_gen/ycsb.lua", "c": DRIVER_LABEL}
+    return {
+        **{
+            s: labels[g] if g else "Python processes (fallback)"
+            for s, g in args.c_generator.items()
+        },
+        "postgres": "pgbench custom scripts",
+        "tuffdb-embedded": "Python threads, in process",
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--records", type=int, default=100_000)
@@ -498,6 +536,12 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="auto: C generators when wrk and cc exist, else the Python fallback",
     )
+    p.add_argument(
+        "--http-generator",
+        choices=("wrk", "c"),
+        default="wrk",
+        help="tuffdb-http's generator: wrk + ycsb.lua, or ycsb_driver.c (a cross-check)",
+    )
     p.add_argument("--threads", default="1,8")
     p.add_argument("--stores", default=",".join(STORES))
     p.add_argument("--tiers", default="durable,cache")
@@ -512,31 +556,19 @@ def main(argv: list[str] | None = None) -> int:
     if (os.cpu_count() or 1) < 2:
         args.server_cpu = args.client_cpu = None
     Path(args.dir).mkdir(parents=True, exist_ok=True)
-    args.wrk = have_wrk()
-    args.redis_exe = build_redis_driver(Path(args.dir)) if args.generators != "python" else None
-    if args.generators == "c" and not (args.wrk and args.redis_exe):
-        raise SystemExit("--generators c: wrk or a C compiler is missing (bash bench/setup.sh)")
-    if args.generators == "auto" and not (args.wrk and args.redis_exe):
-        print(
-            "warning: wrk or cc missing (bash bench/setup.sh): Python fallback generators, "
-            "capped near 10,000 ops/s per process",
-            file=sys.stderr,
-        )
+    generators = setup_generators(args)
     env = environment(args.dir, ["redis", "hnswlib"])
     env["mode"] = "servers pinned to --server-cpu, generators to --client-cpu"
-    env["generators"] = {
-        "tuffdb-http": "wrk + bench/ycsb_gen/ycsb.lua"
-        if args.wrk and args.generators != "python"
-        else "Python processes (fallback)",
-        "redis": "bench/ycsb_gen/redis_ycsb.c" if args.redis_exe else "Python processes (fallback)",
-        "postgres": "pgbench custom scripts",
-        "tuffdb-embedded": "Python threads, in process",
-    }
+    env["generators"] = generators
     env["tool_versions"] = tool_versions()
     env["fsync_start"] = fsync_probe(args.dir)
     cells = []
     t_run = time.perf_counter()
+    null_ceilings = []
     for rep in range(args.reps):
+        null = null_ceiling(args, rep)
+        if null:
+            null_ceilings.append(null)
         for tier in args.tiers.split(","):
             for name in args.stores.split(","):
                 if name == "postgres" and tier != "durable":
@@ -572,11 +604,13 @@ def main(argv: list[str] | None = None) -> int:
         "ops_cap": args.ops,
         "threads": args.threads,
         "summary_ops_per_s": {k: spread(v) for k, v in summary.items()},
+        "wrk_null_server_ceiling": null_ceilings,
         "cells": cells,
     }
     subs = [
         (str(REPO), "<repo>"),
         (str(Path(args.dir).resolve()), "<dir>"),
+        (str(Path(args.out).resolve()), "<out>"),
         (str(Path.home()), "~"),
     ]
     result = scrub(result, subs)
