@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tuffdb.documents import Database, Vector
+from tuffdb.documents.vector import is_vector
 from tuffdb.documents.vector.flat import FlatIndex
 from tuffdb.documents.vector.hnsw import HnswIndex
 from tuffdb.errors import IntegrityError
@@ -182,3 +183,53 @@ def test_vector_search_survives_reopen(tmp_path: Path) -> None:
         assert ids(out) == ["p1", "p2"]
         with pytest.raises(IntegrityError):
             db.collection("emb").insert({"v": Vector([1.0, 2.0, 3.0])})
+
+
+def test_collection_search_returns_what_a_bare_hnswlib_index_returns(db: Database) -> None:
+    # The same data, M, ef_construction and seed, one insert at a time in both: the
+    # collection path (listener, codec, ids, scoring) adds nothing and loses nothing.
+    import hnswlib  # noqa: PLC0415 - the reference implementation, only here
+
+    rng = np.random.default_rng(7)
+    data = rng.standard_normal((2_000, 32)).astype(np.float32)
+    queries = rng.standard_normal((50, 32)).astype(np.float32)
+    bare = hnswlib.Index(space="cosine", dim=32)
+    bare.init_index(max_elements=len(data), M=16, ef_construction=200, random_seed=42)
+    for i in range(len(data)):
+        bare.add_items(data[i : i + 1], np.array([i]), num_threads=1)
+    index = {
+        "type": "vector",
+        "algorithm": "hnsw",
+        "metric": "cosine",
+        "m": 16,
+        "ef_construction": 200,
+    }
+    db.create_collection("emb", {"fields": {"v": {"field_type": "Vector", "index": index}}})
+    emb = db.collection("emb")
+    emb.insert_many([{"id": f"p{i:05d}", "v": Vector(data[i].tolist())} for i in range(len(data))])
+    for ef in (10, 40):
+        bare.set_ef(ef)
+        for q in queries:
+            want = [f"p{int(i):05d}" for i in bare.knn_query(q, k=10, num_threads=1)[0][0]]
+            got = emb.search("", vector=q.tolist(), vector_field="v", vector_k=10, ef_search=ef)
+            assert ids(got) == want
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ([1.0, 2.5], True),
+        ((1, 2), True),
+        (Vector([0.5]), True),
+        ([np.float64(1.0), 2.0], True),
+        ([1.0, True], False),
+        ([False], False),
+        ([], False),
+        (["1.0"], False),
+        ([1.0, None], False),
+        (np.array([1.0, 2.0]), False),
+        ("12", False),
+    ],
+)
+def test_is_vector_accepts_lists_of_numbers_only(value: object, expected: bool) -> None:
+    assert is_vector(value) is expected

@@ -29,16 +29,24 @@ def as_vector(value: Any, dimension: int | None, what: str = "vector") -> np.nda
     if arr.ndim != 1 or arr.size == 0:
         raise IntegrityError(f"{what} must be a non-empty list of numbers", condition="vector")
     if dimension is not None and arr.size != dimension:
-        raise IntegrityError(f"{what} has {arr.size} dimensions; this index holds {dimension}",
-                             condition="vector")
+        raise IntegrityError(
+            f"{what} has {arr.size} dimensions; this index holds {dimension}", condition="vector"
+        )
     if not np.isfinite(arr).all():
         raise IntegrityError(f"{what} holds NaN or infinity", condition="vector")
     return arr
 
 
+_PLAIN_NUMBERS = frozenset({int, float})
+
+
 def is_vector(value: Any) -> bool:
-    return (isinstance(value, (list, tuple)) and bool(value)
-            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value))
+    """A non-empty list/tuple of numbers (ints or floats, not bools)."""
+    if not isinstance(value, (list, tuple)) or not value:
+        return False
+    if set(map(type, value)) <= _PLAIN_NUMBERS:  # the common case, checked at C speed
+        return True
+    return all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)
 
 
 def check_metric(metric: str) -> str:
