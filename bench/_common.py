@@ -342,7 +342,26 @@ def environment(data_dir: str | os.PathLike[str], packages: Iterable[str] = ()) 
 
 
 # --------------------------------------------------------------------------- output
-def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+def scrub(obj: Any, subs: Sequence[tuple[str, str]]) -> Any:
+    """``obj`` with every string's ``old`` replaced by ``new``, in order (machine paths out)."""
+    if isinstance(obj, str):
+        for old, new in subs:
+            obj = obj.replace(old, new)
+        return obj
+    if isinstance(obj, dict):
+        return {k: scrub(v, subs) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [scrub(v, subs) for v in obj]
+    return obj
+
+
+def write_json(path: str | os.PathLike[str], obj: Any,
+               paths: Sequence[tuple[str | os.PathLike[str], str]] = ()) -> None:
+    """Write a raw result with no machine paths: the repository becomes ``<repo>``, each
+    of ``paths`` (path, placeholder) its placeholder, the home directory ``~``."""
+    obj = scrub(obj, [(str(REPO), "<repo>"),
+                      *((str(Path(d).resolve()), name) for d, name in paths),
+                      (str(Path.home()), "~")])
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_suffix(p.suffix + ".tmp")

@@ -241,19 +241,6 @@ def one_rep(args: argparse.Namespace, kind: str, rep: int) -> dict[str, Any]:
     }
 
 
-def scrub(obj: Any, subs: list[tuple[str, str]]) -> Any:
-    """Machine paths out of the raw result."""
-    if isinstance(obj, str):
-        for old, new in subs:
-            obj = obj.replace(old, new)
-        return obj
-    if isinstance(obj, dict):
-        return {k: scrub(v, subs) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [scrub(v, subs) for v in obj]
-    return obj
-
-
 def summarise(reps: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kind in dict.fromkeys(r["data"] for r in reps):
@@ -304,18 +291,10 @@ def main(argv: list[str] | None = None) -> int:
         "summary": summarise(reps),
         "reps": reps,
     }
-    result = scrub(
-        result,
-        [
-            (str(REPO), "<repo>"),
-            (str(Path(args.dir).resolve()), "<dir>"),
-            (str(Path(args.out).resolve()), "<out>"),
-            (str(Path.home()), "~"),
-        ],
-    )
     out = Path(args.out)
-    write_json(out / f"{run_id}.json", result)
-    write_json(out / "latest.json", result)
+    paths = [(args.dir, "<dir>"), (args.out, "<out>")]
+    write_json(out / f"{run_id}.json", result, paths)
+    write_json(out / "latest.json", result, paths)
     for r in reps:
         best = r["vector_hnsw_at_target"]
         print(

@@ -442,19 +442,6 @@ def run_store(name: str, tier: str, args: argparse.Namespace, d: Path, rep: int)
     return cell
 
 
-def scrub(obj: Any, subs: list[tuple[str, str]]) -> Any:
-    """Machine paths out of the raw result (``<repo>``, ``<dir>``, ``~``)."""
-    if isinstance(obj, str):
-        for old, new in subs:
-            obj = obj.replace(old, new)
-        return obj
-    if isinstance(obj, dict):
-        return {k: scrub(v, subs) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [scrub(v, subs) for v in obj]
-    return obj
-
-
 def null_ceiling(args: argparse.Namespace, rep: int) -> dict[str, Any] | None:
     """The HTTP generator on GET /api/health against a null C server: its own ceiling."""
     if args.c_generator["tuffdb-http"] is None or "tuffdb-http" not in args.stores:
@@ -607,16 +594,10 @@ def main(argv: list[str] | None = None) -> int:
         "wrk_null_server_ceiling": null_ceilings,
         "cells": cells,
     }
-    subs = [
-        (str(REPO), "<repo>"),
-        (str(Path(args.dir).resolve()), "<dir>"),
-        (str(Path(args.out).resolve()), "<out>"),
-        (str(Path.home()), "~"),
-    ]
-    result = scrub(result, subs)
     out = Path(args.out)
-    write_json(out / f"{result['run_id']}.json", result)
-    write_json(out / "latest.json", result)
+    paths = [(args.dir, "<dir>"), (args.out, "<out>")]
+    write_json(out / f"{result['run_id']}.json", result, paths)
+    write_json(out / "latest.json", result, paths)
     print(f"wrote {out / 'latest.json'}")
     return 0
 
