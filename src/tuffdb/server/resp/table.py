@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from tuffdb.server.resp.conn import Conn
 
 Handler = Callable[["Conn", list[bytes]], bytes]
-# A pipeline of one command, run at once: the replies for a prefix of the commands, each
-# exactly what the single handler would have returned ([] = not applicable: one by one).
+# A pipeline of one command, run at once: one reply per command, each exactly what the
+# single handler would have returned, or [] when it does not apply (then: one by one).
 BatchHandler = Callable[["Conn", list[list[bytes]]], list[bytes]]
 
 

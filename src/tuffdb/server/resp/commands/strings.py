@@ -63,7 +63,18 @@ def write_string(c: Conn, key: bytes, value: bytes, ttl: float | None) -> None:
 @command("get", 2, "readonly fast", (1, 1, 1), group="string")
 def get(c: Conn, a: list[bytes]) -> bytes:
     """Get the value of a key."""
-    raw = c.store.get(a[1])
+    return _get_reply(c, c.store.get(a[1]))
+
+
+@batched("get")
+def get_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
+    """Pipelined GETs: one store call for the whole pipeline."""
+    if list(map(len, cmds)).count(2) != len(cmds):
+        return []  # some have the wrong arity: one by one (same errors)
+    return [_get_reply(c, raw) for raw in c.store.get_many([a[1] for a in cmds])]
+
+
+def _get_reply(c: Conn, raw: bytes | None) -> bytes:
     if raw is None:
         c.srv.stats["misses"] += 1
         return c.enc.null
@@ -72,32 +83,6 @@ def get(c: Conn, a: list[bytes]) -> bytes:
     c.srv.stats["hits"] += 1
     # One copy: %b takes the memoryview (any buffer) directly.
     return b"$%d\r\n%b\r\n" % (len(raw) - 1, memoryview(raw)[1:])  # type: ignore[str-format]
-
-
-WRONGTYPE_REPLY = reply.error(WRONGTYPE)
-
-
-@batched("get")
-def get_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
-    """Pipelined GETs: one store call, replies built in one loop."""
-    if list(map(len, cmds)).count(2) != len(cmds):
-        return []  # some have the wrong arity: one by one (same errors)
-    raws = c.store.get_many([a[1] for a in cmds])
-    null = c.enc.null
-    out = []
-    misses = 0
-    for raw in raws:
-        if raw is None:
-            misses += 1
-            out.append(null)
-        elif raw[0] != STRING_TAG:
-            out.append(WRONGTYPE_REPLY)
-        else:
-            out.append(b"$%d\r\n%b\r\n" % (len(raw) - 1, memoryview(raw)[1:]))  # type: ignore[str-format]
-    stats = c.srv.stats
-    stats["misses"] += misses
-    stats["hits"] += len(raws) - misses - out.count(WRONGTYPE_REPLY)
-    return out
 
 
 @batched("set")
