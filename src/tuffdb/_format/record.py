@@ -121,6 +121,21 @@ def scan_frames(buf: bytes, start: int = 0, end: int | None = None) -> ScanResul
     return ScanResult(frames, pos, committed, error)
 
 
+def unwritten_tail(data: bytes, stop: int) -> int:
+    """How many zero bytes end ``data`` after the frame a scan stopped at (``stop``):
+    unwritten space, e.g. of a log zero-filled ahead of its writes (record.md).
+
+    A zero header at ``stop`` means unwritten from there; a damaged frame claims its
+    header's length (or, torn inside its header, everything that is left)."""
+    if stop >= len(data):
+        return 0
+    frame_end = len(data)
+    if len(data) - stop >= FRAME_SIZE:
+        _, length, kind, _ = FRAME.unpack_from(data, stop)
+        frame_end = stop if kind == 0 else min(len(data), stop + FRAME_SIZE + length)
+    return min(len(data) - len(data.rstrip(b"\0")), len(data) - frame_end)
+
+
 def decode_single_frame(buf: bytes) -> tuple[int, int, bytes]:
     """(kind, flags, payload) of a buffer holding exactly one frame, or ValueError.
 

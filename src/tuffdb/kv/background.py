@@ -9,6 +9,7 @@ lets ``check()`` see a quiet cold tier.
 from __future__ import annotations
 
 import heapq
+import logging
 import time
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ from tuffdb.storage.files import remove_quietly
 if TYPE_CHECKING:
     from tuffdb.kv.store import KVStore
 
+log = logging.getLogger("tuffdb.kv")
 _VALUE_MASK = (1 << 28) - 1
 IDLE_TICK_S = 0.5
 
@@ -33,7 +35,7 @@ def run(store: KVStore) -> None:
     while True:
         with store._lock:
             while not (store._sealed and not store._poison) and not store._requests \
-                    and not store._closing:
+                    and not store._closing and not _spare_wanted(store):
                 delay = next_periodic - time.monotonic()
                 if delay <= 0:
                     break
@@ -61,6 +63,8 @@ def run(store: KVStore) -> None:
                 fut.set_exception(exc)
         if closing:
             return
+        if _spare_wanted(store):
+            _prepare_spare(store)
         if time.monotonic() >= next_periodic:
             next_periodic = time.monotonic() + min(IDLE_TICK_S, store._expiry_interval_s)
             try:
@@ -72,6 +76,22 @@ def run(store: KVStore) -> None:
                     merge.compact_background(store)
             except OSError as exc:
                 store._poison.set(exc)
+
+
+def _spare_wanted(store: KVStore) -> bool:
+    spares = store._spares
+    return spares is not None and spares.wanted and not store._poison
+
+
+def _prepare_spare(store: KVStore) -> None:
+    spares = store._spares
+    if spares is None:
+        return
+    try:
+        spares.prepare()
+    except OSError as exc:  # no spare: logs are created and fsynced as before
+        log.warning("could not prepare a spare log file, not using spares: %s", exc)
+        store._spares = None
 
 
 def spill(store: KVStore, seg: HotSegment) -> None:

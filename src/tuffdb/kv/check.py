@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tuffdb._format.record import scan_frames
+from tuffdb._format.record import scan_frames, unwritten_tail
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE, FileKind, unpack_header
 from tuffdb.errors import CorruptionError, Error
 from tuffdb.kv.cold import DATA_SUFFIX, HINT_SUFFIX, hint_path, load_hint
@@ -96,7 +96,7 @@ def _check_wals(store: KVStore) -> list[str]:
             if hdr.file_kind != FileKind.KV_LOG:
                 out.append(f"{path.name}: not a KV log")
             res = scan_frames(data, SEGMENT_HEADER_SIZE)
-            if res.error and res.end != len(data):
+            if res.error and res.end + unwritten_tail(data, res.end) != len(data):
                 out.append(f"{path.name}: {res.error} at {res.end}")
         except Error as exc:
             out.append(f"{path.name}: {exc}")

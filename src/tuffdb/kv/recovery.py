@@ -193,9 +193,14 @@ def write_wal_batches(
         if chunks:
             if seg.wal is None:
                 seg.wal_path = store._dir / segment_name(seg.id, WAL_SUFFIX)
+                spares = store._spares
+                spare = spares.take() if spares is not None else None
                 seg.wal = LogFile.create(seg.wal_path, file_kind=FileKind.KV_LOG,
                                          base_address=seg.id, key_id=codec.key_id,
-                                         poison=store._poison)
+                                         poison=store._poison, spare=spare)
+                if spare is not None:
+                    with store._lock:
+                        store._space_cv.notify_all()  # the background thread makes the next
             payload = encode_pending(chunks, seg.mixed)
             # Small groups (durable writes) skip compression: latency over bytes.
             flags, data = codec.encode(payload, compress=len(payload) >= LOG_COMPRESS_MIN_BYTES

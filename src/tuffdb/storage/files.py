@@ -32,9 +32,14 @@ def list_ids(directory: Path, suffix: str) -> list[int]:
     return out
 
 
-def fsync_fd(fd: int) -> None:
+def fsync_fd(fd: int, *, data_only: bool = False) -> None:
+    """fsync, or fdatasync with ``data_only`` (only when the file's size and blocks are
+    already durable, e.g. writes over a zero-filled spare: see ``storage/spare.py``)."""
     failpoint("before_fsync")
-    os.fsync(fd)
+    if data_only:
+        os.fdatasync(fd)
+    else:
+        os.fsync(fd)
     metrics.FSYNCS.inc()
 
 

@@ -63,13 +63,16 @@ class GroupCommitter:
     def durable_ticket(self) -> int:
         return self._durable
 
-    def wait(self, ticket: int) -> None:
+    def wait(self, ticket: int, *, gather: bool = True) -> None:
         """Block until ``ticket`` is durable; PoisonedError if its round failed.
 
         Leader/follower: a waiter that finds no round in progress runs the next round
         itself (drain, write, fsync) instead of handing off to the committer thread; the
         others wait for it. Under the GIL every thread hand-off costs a scheduling delay,
-        so this saves one per group.
+        so this saves one per group. With ``gather`` a leader first yields the GIL once
+        so writer threads released by the previous round can join; a caller that is
+        the only writer (a server loop closing its pass) passes False, since yielding
+        could hand the GIL to a background thread for a whole switch interval.
         """
         while True:
             with self._cv:
@@ -84,7 +87,8 @@ class GroupCommitter:
                 self._leading = True
             # Let writers released by the previous round append first (the GIL decides who
             # runs; sleep(0) hands it over), so this round carries a fuller group.
-            time.sleep(0)
+            if gather:
+                time.sleep(0)
             try:
                 self._round()
             finally:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tuffdb import metrics
 from tuffdb._failpoints import failpoint
-from tuffdb._format.record import Frame, scan_frames
+from tuffdb._format.record import Frame, scan_frames, unwritten_tail
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE, SegmentHeader, unpack_header
 from tuffdb.errors import ClosedError, CorruptionError, RecoveredTailWarning, WrongKeyError
 from tuffdb.storage.files import fsync_dir, fsync_fd, write_all, writev_all
@@ -24,10 +24,14 @@ from tuffdb.storage.poison import Poison
 class LogFile:
     """An open log file positioned at its end. One writer thread at a time."""
 
-    def __init__(self, path: Path, fd: int, header: SegmentHeader, size: int, poison: Poison):
+    def __init__(self, path: Path, fd: int, header: SegmentHeader, size: int, poison: Poison,
+                 reserved: int = 0):
         self.path = path
         self.header = header
         self.size = size  # bytes after the header
+        # Bytes after the header that are zero-filled and durable (a spare's): writes
+        # inside them change no metadata, so they are made durable with fdatasync.
+        self.reserved = reserved
         self.poison = poison
         self.bytes_dropped = 0
         self.drop_reason: str | None = None
@@ -36,11 +40,32 @@ class LogFile:
 
     @classmethod
     def create(
-        cls, path: Path, *, file_kind: int, base_address: int, key_id: int, poison: Poison
+        cls, path: Path, *, file_kind: int, base_address: int, key_id: int, poison: Poison,
+        spare: Path | None = None,
     ) -> LogFile:
-        """Create the file with its header, fsync it and its directory."""
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        """Create the file with its header, fsync it and its directory.
+
+        With ``spare`` (a zero-filled file from :class:`~tuffdb.storage.spare.Spares`),
+        the header is written over its first bytes and the spare renamed to ``path``;
+        the zeros after it are the log's reserved space (a scan stops at them).
+        """
         head = SegmentHeader(file_kind, 0, base_address, int(time.time() * 1000), key_id)
+        if spare is not None:
+            fd = os.open(spare, os.O_RDWR)
+            try:
+                reserved = os.fstat(fd).st_size - SEGMENT_HEADER_SIZE
+                write_all(fd, head.pack())
+                fsync_fd(fd, data_only=True)
+                if path.exists():
+                    raise FileExistsError(f"{path} exists")
+                os.rename(spare, path)
+                fsync_dir(path.parent)
+            except OSError as exc:
+                os.close(fd)
+                poison.set(exc)
+                raise
+            return cls(path, fd, head, 0, poison, reserved=max(reserved, 0))
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             write_all(fd, head.pack())
             fsync_fd(fd)
@@ -68,7 +93,10 @@ class LogFile:
             raise WrongKeyError(f"{path} was written with a different encryption key (or none)")
         res = scan_frames(data, SEGMENT_HEADER_SIZE)
         keep = res.committed_end
-        dropped = len(data) - keep
+        # Zeros at the end are reserved space (a spare's), not lost bytes: cut off like a
+        # torn tail, but not counted or reported (a torn frame before them still is).
+        zeros = unwritten_tail(data, res.end)
+        dropped = len(data) - keep - zeros
         fd = os.open(path, os.O_RDWR)
         log = cls(path, fd, hdr, keep - SEGMENT_HEADER_SIZE, poison)
         if dropped:
@@ -76,15 +104,16 @@ class LogFile:
             if not recover:
                 os.close(fd)
                 raise CorruptionError(reason, path=str(path), offset=keep)
-            os.ftruncate(fd, keep)
-            fsync_fd(fd)
             log.bytes_dropped, log.drop_reason = dropped, reason
             warnings.warn(
                 f"{path}: dropped {dropped} bytes of torn tail ({reason})",
                 RecoveredTailWarning,
                 stacklevel=3,
             )
-        os.lseek(fd, 0, os.SEEK_END)
+        if dropped or (zeros and recover):
+            os.ftruncate(fd, keep)
+            fsync_fd(fd)
+        os.lseek(fd, keep, os.SEEK_SET)
         return log, [f for f in res.frames if f.offset < keep]
 
     @property
@@ -119,7 +148,7 @@ class LogFile:
         t0 = time.perf_counter()
         try:
             failpoint("before_sync_segment")
-            fsync_fd(self._fd)
+            fsync_fd(self._fd, data_only=self.size <= self.reserved)
         except OSError as exc:
             self.poison.set(exc)
             raise
@@ -135,3 +164,4 @@ class LogFile:
         finally:
             os.close(self._fd)
             self._fd = None
+

@@ -6,9 +6,9 @@ Lifecycle of a batch (everything the socket delivered in one read):
 2. Each command runs in order against the store (writes with ``sync=False``); replies
    are collected, not written.
 3. If the batch wrote and ``appendfsync`` is ``always`` (or a command deferred work,
-   e.g. SAVE), the connection waits for ``store.when_durable(store.write_ticket())``
-   without blocking the loop; bytes arriving meanwhile are buffered (reading pauses
-   past ``PAUSE_BUFFERED_SIZE``) and run as the next batch.
+   e.g. SAVE), the replies wait for the loop pass's fsync round (``srv.after_round``)
+   or the deferred work; bytes arriving meanwhile are buffered (reading pauses past
+   ``PAUSE_BUFFERED_SIZE``) and run as the next batch.
 4. The replies go out in one ``transport.write``.
 
 Back-pressure: when the transport's write buffer passes its high-water mark we stop
@@ -171,30 +171,32 @@ class Conn(asyncio.Protocol):
         self.queue = queue[i:] if i < len(queue) else []
         srv = self.srv
         srv.stats["commands"] += i
-        if self.deferred or (srv.always and (self.wrote or srv.outstanding_future())):
-            self._wait_then_reply(out)
+        # A batch that wrote waits for its writes; one that only read waits for the
+        # writes it may have seen (no reply shows data a crash could still lose).
+        if self.deferred:
+            self._wait_then_reply(out, srv.always)
+        elif srv.always and self.wrote:
+            self.waiting = True
+            srv.after_round(lambda exc: self._after_wait(exc, out))
+        elif srv.always and srv.after_writes_seen(lambda exc: self._after_wait(exc, out)):
+            self.waiting = True
         else:
             self._write(b"".join(out))
 
-    def _wait_then_reply(self, out: list[bytes]) -> None:
+    def _wait_then_reply(self, out: list[bytes], durable: bool) -> None:
         futures = self.deferred
         self.deferred = []
-        srv = self.srv
-        if srv.always:
-            # A batch that wrote waits for its writes; one that only read waits for the
-            # writes it may have seen (no reply shows data a crash could still lose).
-            fut = srv.durable_future() if self.wrote else srv.outstanding_future()
-            if fut is not None:
-                futures.append(fut)
+        if durable:
+            futures.append(self.srv.durable_future())
         self.waiting = True
         gathered = futures[0] if len(futures) == 1 else asyncio.gather(*futures)
-        gathered.add_done_callback(lambda fut: self._after_wait(fut, out))
+        gathered.add_done_callback(
+            lambda fut: self._after_wait(None if fut.cancelled() else fut.exception(), out))
 
-    def _after_wait(self, fut: asyncio.Future[Any], out: list[bytes]) -> None:
+    def _after_wait(self, exc: BaseException | None, out: list[bytes]) -> None:
         self.waiting = False
         if self.drained is not None and not self.drained.done():
             self.drained.set_result(None)
-        exc = fut.exception() if not fut.cancelled() else None
         if exc is not None:
             # The batch's writes reached memory but not the disk: no command may be
             # acknowledged. The store is poisoned for later writes.
@@ -203,7 +205,10 @@ class Conn(asyncio.Protocol):
             log.error("durability wait failed: %s", exc)
             out = [reply.error(msg)] * len(out)
         self._write(b"".join(out))
-        self._run()
+        if self.queue or self.parser.buffered():
+            self._run()
+        else:
+            self._resume_reading()
 
     def _write(self, data: bytes) -> None:
         t = self.transport
