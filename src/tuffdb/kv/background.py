@@ -31,6 +31,7 @@ IDLE_TICK_S = 0.5
 
 def run(store: KVStore) -> None:
     recounted = False
+    seen = store.activity()
     next_periodic = time.monotonic() + IDLE_TICK_S
     while True:
         with store._lock:
@@ -72,8 +73,10 @@ def run(store: KVStore) -> None:
                     recount_live_bytes(store)
                     recounted = True
                 sweep_expired(store)
+                now_seen = store.activity()
                 if store._background_compaction and not store._poison:
-                    merge.compact_background(store)
+                    merge.compact_background(store, busy=now_seen != seen)
+                seen = now_seen
             except OSError as exc:
                 store._poison.set(exc)
 

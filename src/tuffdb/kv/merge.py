@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 MAX_MERGE_VALUE_BYTES = 256 << 20
 SMALL_SEGMENT_COUNT = 8
+BUSY_MAX_DEAD_PER_LIVE = 2.0
+BUSY_MAX_SMALL_SEGMENTS = 4 * SMALL_SEGMENT_COUNT
 
 
 def compact_all(store: KVStore) -> dict[str, int]:
@@ -49,13 +51,24 @@ def compact_all(store: KVStore) -> dict[str, int]:
             "segments": len(store._cold_order)}
 
 
-def compact_background(store: KVStore) -> None:
-    """Merge segments past the dead-fraction threshold, and runs of small segments."""
+def compact_background(store: KVStore, *, busy: bool = False) -> None:
+    """Merge segments past the dead-fraction threshold, and runs of small segments.
+
+    ``busy``: the store served reads or writes since the last look. A merge then would
+    take the core from requests (it decodes and rewrites every live record in Python),
+    so it waits for a quiet moment, unless dead bytes pass ``BUSY_MAX_DEAD_PER_LIVE``
+    times the live bytes (space amplification 3x) or small segments pile up: space
+    stays bounded under a load that never pauses.
+    """
     with store._bg_mutex:
         order = store._cold_order
+        small = [s for s in order if s.value_bytes < store._hot_bytes // 4]
+        if busy and len(small) < BUSY_MAX_SMALL_SEGMENTS:
+            live = sum(s.live_bytes for s in order)
+            if sum(s.value_bytes for s in order) - live <= BUSY_MAX_DEAD_PER_LIVE * live:
+                return
         keep = 1 - store._compaction_threshold
         cands = [s for s in order if s.value_bytes and s.live_bytes < s.value_bytes * keep]
-        small = [s for s in order if s.value_bytes < store._hot_bytes // 4]
         if len(small) >= SMALL_SEGMENT_COUNT:
             cands = sorted({*cands, *small}, key=lambda s: (s.seq, s.id))
         if not cands or (len(cands) == 1 and cands[0].live_bytes >= cands[0].value_bytes):

@@ -160,6 +160,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         self._background_compaction = background_compaction
         self._expiry_interval_s = expiry_interval_s
         self._requests: list[tuple[str, Any, Future[Any]]] = []
+        self._reads = 0  # point reads served (approximate under threads): see activity()
         # "always" commits small groups often: their logs are made from zero-filled
         # spares so each commit is an fdatasync over existing blocks (storage/spare.py).
         self._spares: Spares | None = None
@@ -182,6 +183,12 @@ class KVStore(MutableMapping[bytes, bytes]):
         self._bg = threading.Thread(target=background.run, args=(self,), name="tuffdb-kv-bg",
                                     daemon=True)
         self._bg.start()
+
+    def activity(self) -> tuple[int, int, int, int]:
+        """Changes whenever the store serves a read or takes a write; the background
+        thread defers merges while it keeps changing (merge.compact_background)."""
+        active = self._active
+        return (self._reads, active.id, active.bytes, len(self._sealed))
 
     def _use_spares(self, durability: str) -> None:
         if durability == "always" and self._spares is None:
@@ -429,6 +436,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         After close() the read chain is a single index whose ``get`` raises ClosedError, so
         the fast path needs no closed check of its own.
         """
+        self._reads += 1
         if self._expiry:
             exp = self._expiry.get(key)
             if exp is not None and exp <= self._now_ms():
@@ -493,11 +501,43 @@ class KVStore(MutableMapping[bytes, bytes]):
         return raw
 
     def get_many(self, keys: Iterable[bytes]) -> list[bytes | None]:
-        """``[get(k) for k in keys]``, with :meth:`get`'s steps inlined (pipelined GETs).
+        """``[get(k) for k in keys]`` (pipelined GETs), each lookup step done for all
+        keys at once by C (``map`` over the dicts), so Python runs one short loop.
 
-        Each key re-reads the chain, keydir and cache exactly as :meth:`get` does, so the
-        background thread may move data between keys without a read seeing a gap.
+        The steps are :meth:`get`'s, in its order: the hot chain (newest first), then the
+        keydir, then the block cache. The background thread only ever installs a
+        spilled key in the keydir before it leaves the chain, so a key missing from the
+        chain snapshot is found in the keydir read after it; a key whose block left the
+        cache (or whose segment a merge retired) takes :meth:`get`'s full path.
         """
+        keys = keys if isinstance(keys, list) else list(keys)
+        self._reads += len(keys)
+        if self._expiry:
+            return self._get_many_each(keys)
+        chain = self._chain
+        vals: list[Any] = list(map(chain[0].get, keys))
+        for d in chain[1:]:
+            if None in vals:
+                vals = [d.get(k) if v is None else v for k, v in zip(keys, vals)]
+        if None in vals:
+            missing = [i for i, v in enumerate(vals) if v is None]
+            locs = list(map(self._keydir.get, [keys[i] for i in missing]))
+            cache_get = self._cache.get
+            for i, loc in zip(missing, locs):
+                if loc is None:
+                    continue
+                blk = cache_get(loc >> 48)
+                if blk is None:  # a miss (or a retired segment): the full path handles it
+                    vals[i] = self.get(keys[i])
+                    continue
+                off = (loc >> 28) & 0xFFFFF
+                vals[i] = blk[off : off + (loc & 0xFFFFFFF)]
+        if TOMBSTONE in vals:
+            vals = [None if v is TOMBSTONE else v for v in vals]
+        return vals
+
+    def _get_many_each(self, keys: list[bytes]) -> list[bytes | None]:
+        """get_many when some keys carry a TTL: :meth:`get`'s steps inlined per key."""
         out: list[bytes | None] = []
         append = out.append
         expiry = self._expiry

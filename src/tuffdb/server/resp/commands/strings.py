@@ -71,18 +71,33 @@ def get_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
     """Pipelined GETs: one store call for the whole pipeline."""
     if list(map(len, cmds)).count(2) != len(cmds):
         return []  # some have the wrong arity: one by one (same errors)
-    return [_get_reply(c, raw) for raw in c.store.get_many([a[1] for a in cmds])]
+    return _get_replies(c, c.store.get_many([a[1] for a in cmds]))
 
 
 def _get_reply(c: Conn, raw: bytes | None) -> bytes:
-    if raw is None:
-        c.srv.stats["misses"] += 1
-        return c.enc.null
-    if raw[0] != STRING_TAG:
-        return reply.error(WRONGTYPE)
-    c.srv.stats["hits"] += 1
-    # One copy: %b takes the memoryview (any buffer) directly.
-    return b"$%d\r\n%b\r\n" % (len(raw) - 1, memoryview(raw)[1:])  # type: ignore[str-format]
+    return _get_replies(c, [raw])[0]
+
+
+def _get_replies(c: Conn, raws: list[bytes | None]) -> list[bytes]:
+    """GET's replies for stored values (None: missing); keyspace hits/misses counted
+    once per call."""
+    null = c.enc.null
+    out: list[bytes] = []
+    append = out.append
+    hits = 0
+    for raw in raws:
+        if raw is None:
+            append(null)
+        elif raw[0] != STRING_TAG:
+            append(reply.error(WRONGTYPE))
+        else:
+            hits += 1
+            # One copy: %b takes the memoryview (any buffer) directly.
+            append(b"$%d\r\n%b\r\n" % (len(raw) - 1, memoryview(raw)[1:]))  # type: ignore[str-format]
+    stats = c.srv.stats
+    stats["hits"] += hits
+    stats["misses"] += raws.count(None)
+    return out
 
 
 @batched("set")

@@ -1,0 +1,60 @@
+"""Background merges wait for a quiet moment unless space amplification passes 3x."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuffdb.kv import merge
+
+KEYS = 200
+VALUE = b"v" * 400
+
+
+def _store_with_rewrites(kv_store: Any, rounds: int) -> Any:
+    """Every key written ``rounds`` times, all spilled: dead = (rounds - 1) x live."""
+    store = kv_store(durability="none", hot_bytes=16 << 10, background_compaction=False)
+    for r in range(rounds):
+        for i in range(KEYS):
+            store.put(f"key-{i:04d}".encode(), VALUE + bytes([r]))
+    store.sync()
+    return store
+
+
+def _dead_per_live(store: Any) -> float:
+    segs = store._cold_order
+    live = sum(s.live_bytes for s in segs)
+    return (sum(s.value_bytes for s in segs) - live) / live
+
+
+def test_a_busy_store_defers_merges_below_the_space_bound(kv_store: Any) -> None:
+    store = _store_with_rewrites(kv_store, 2)
+    before = [s.id for s in store._cold_order]
+    assert 0.5 < _dead_per_live(store) <= merge.BUSY_MAX_DEAD_PER_LIVE
+    merge.compact_background(store, busy=True)
+    assert [s.id for s in store._cold_order] == before  # nothing rewritten under load
+    merge.compact_background(store, busy=False)  # the first quiet look merges
+    assert [s.id for s in store._cold_order] != before
+    assert _dead_per_live(store) < 0.5
+    assert {store.get(f"key-{i:04d}".encode()) for i in range(KEYS)} == {VALUE + b"\x01"}
+
+
+def test_a_busy_store_still_merges_past_the_space_bound(kv_store: Any) -> None:
+    store = _store_with_rewrites(kv_store, 4)
+    assert _dead_per_live(store) > merge.BUSY_MAX_DEAD_PER_LIVE
+    merge.compact_background(store, busy=True)
+    assert _dead_per_live(store) <= merge.BUSY_MAX_DEAD_PER_LIVE
+    assert {store.get(f"key-{i:04d}".encode()) for i in range(KEYS)} == {VALUE + b"\x03"}
+
+
+def test_activity_changes_with_reads_and_writes(kv_store: Any) -> None:
+    store = kv_store(durability="none")
+    a = store.activity()
+    assert store.activity() == a
+    store.put(b"k", b"v")
+    b = store.activity()
+    assert b != a
+    store.get(b"k")
+    c = store.activity()
+    assert c != b
+    store.get_many([b"k", b"x"])
+    assert store.activity() != c
