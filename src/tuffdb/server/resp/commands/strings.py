@@ -75,7 +75,16 @@ def get_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
 
 
 def _get_reply(c: Conn, raw: bytes | None) -> bytes:
+    if raw is not None and raw[0] == STRING_TAG:  # the common case, without a list
+        c.srv.stats["hits"] += 1
+        return _bulk_value(raw)
     return _get_replies(c, [raw])[0]
+
+
+def _bulk_value(raw: bytes) -> bytes:
+    """A stored string (tag byte first) as a bulk reply. One copy: %b takes the
+    memoryview (any buffer) directly."""
+    return b"$%d\r\n%b\r\n" % (len(raw) - 1, memoryview(raw)[1:])  # type: ignore[str-format]
 
 
 def _get_replies(c: Conn, raws: list[bytes | None]) -> list[bytes]:
@@ -92,8 +101,7 @@ def _get_replies(c: Conn, raws: list[bytes | None]) -> list[bytes]:
             append(reply.error(WRONGTYPE))
         else:
             hits += 1
-            # One copy: %b takes the memoryview (any buffer) directly.
-            append(b"$%d\r\n%b\r\n" % (len(raw) - 1, memoryview(raw)[1:]))  # type: ignore[str-format]
+            append(_bulk_value(raw))
     stats = c.srv.stats
     stats["hits"] += hits
     stats["misses"] += raws.count(None)
