@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from tuffdb.errors import (
 from tuffdb.security.auth import jwt_decode
 from tuffdb.server import ekodb_wire as ew
 from tuffdb.server.ekodb_proto import Request, Response, error_response
+from tuffdb.server.loop_rounds import LoopRounds
 
 if TYPE_CHECKING:
     from tuffdb.documents.database import Database
@@ -113,6 +114,7 @@ class App:
                  save_settings: Callable[[], None]) -> None:
         self.db, self.keyring, self.settings = db, keyring, settings
         self.save_settings = save_settings
+        self.rounds = LoopRounds(db.kv) if hasattr(db.kv, "wait_durable") else None
         self.transactions: dict[str, Transaction] = {}
         self._tokens: dict[str, tuple[str, float]] = {}  # verified JWT -> (key id, expiry)
         self.routes: list[tuple[str, tuple[str, ...], Handler, str]] = []
@@ -167,8 +169,7 @@ class App:
             ctx = Ctx(req, params, key, mp)
             result = handler(self, ctx, *args)
             if access in ("write", "admin", "kv_write") and self.settings.durable_operations:
-                kv = self.db.kv
-                await asyncio.wrap_future(kv.when_durable(kv.write_ticket()))
+                await self.durable()
         except _RateLimited as exc:
             return Response(429, ew.encode({"code": 429, "message": str(exc)}, False),
                              headers=[("Retry-After", str(exc.retry_after)), *exc.headers])
@@ -189,6 +190,14 @@ class App:
             return result
         ctype = "application/msgpack" if mp else "application/json"
         return Response(200, ew.encode(result, mp), ctype, headers)
+
+    def durable(self) -> Awaitable[None]:
+        """Done once every write made so far is durable: this loop pass's round (the
+        requests that arrived together share one fsync, see loop_rounds.py)."""
+        kv = self.db.kv
+        if self.rounds is None:  # a store without the leader path (e.g. a test double)
+            return asyncio.wrap_future(kv.when_durable(kv.write_ticket()))
+        return self.rounds.future()
 
     def _authenticate(self, req: Request) -> ApiKey:
         auth = req.headers.get("authorization", "")

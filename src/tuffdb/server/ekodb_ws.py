@@ -154,8 +154,7 @@ class WsSession:
                 raise ProtocolError("payload must be an object")
             result = self.dispatch(kind, payload)
             if kind in WRITES and self.app.settings.durable_operations:
-                kv = self.app.db.kv
-                await asyncio.wrap_future(kv.when_durable(kv.write_ticket()))
+                await self.app.durable()
         except Error as exc:
             self.send({"type": "Error", "code": status_of(exc), "message": str(exc).strip("'\""),
                        "messageId": mid})

@@ -6,9 +6,9 @@ Lifecycle of a batch (everything the socket delivered in one read):
 2. Each command runs in order against the store (writes with ``sync=False``); replies
    are collected, not written.
 3. If the batch wrote and ``appendfsync`` is ``always`` (or a command deferred work,
-   e.g. SAVE), the replies wait for the loop pass's fsync round (``srv.after_round``)
-   or the deferred work; bytes arriving meanwhile are buffered (reading pauses past
-   ``PAUSE_BUFFERED_SIZE``) and run as the next batch.
+   e.g. SAVE), the replies wait for the loop pass's fsync round (``srv.rounds``, see
+   loop_rounds.py) or the deferred work; bytes arriving meanwhile are buffered (reading
+   pauses past ``PAUSE_BUFFERED_SIZE``) and run as the next batch.
 4. The replies go out in one ``transport.write``.
 
 Back-pressure: when the transport's write buffer passes its high-water mark we stop
@@ -177,8 +177,9 @@ class Conn(asyncio.Protocol):
             self._wait_then_reply(out, srv.always)
         elif srv.always and self.wrote:
             self.waiting = True
-            srv.after_round(lambda exc: self._after_wait(exc, out))
-        elif srv.always and srv.after_writes_seen(lambda exc: self._after_wait(exc, out)):
+            srv.rounds.after_round(lambda exc: self._after_wait(exc, out))
+        elif srv.always and srv.rounds.after_writes_seen(
+                lambda exc: self._after_wait(exc, out)):
             self.waiting = True
         else:
             self._write(b"".join(out))
@@ -187,7 +188,7 @@ class Conn(asyncio.Protocol):
         futures = self.deferred
         self.deferred = []
         if durable:
-            futures.append(self.srv.durable_future())
+            futures.append(self.srv.rounds.future())
         self.waiting = True
         gathered = futures[0] if len(futures) == 1 else asyncio.gather(*futures)
         gathered.add_done_callback(

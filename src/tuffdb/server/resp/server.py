@@ -7,9 +7,9 @@ threads (flusher, spill) sit behind its API.
 
 Durability maps Redis's words to the engine's (``appendfsync`` -> ``durability``):
 ``always`` -> ``"always"``, ``everysec`` -> ``"interval"`` with ``interval_ms <= 1000``,
-``no`` -> ``"none"``. Writes are always issued with ``sync=False``; under ``always`` the
-connection waits on ``store.when_durable(store.write_ticket())`` once per batch before
-replying, so concurrent batches share fsyncs and the loop never blocks on one.
+``no`` -> ``"none"``. Writes are always issued with ``sync=False``; under ``always`` a
+batch's replies wait for its loop pass's group-commit round (``loop_rounds.py``): the
+batches that arrived together share one fsync, run on the loop once they are all in.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import ssl
 import sys
 import time
 from pathlib import Path
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tuffdb.server.loop_rounds import LoopRounds
 from tuffdb.server.resp.conn import Conn
 from tuffdb.server.resp.pubsub import Hub
 
@@ -101,7 +101,8 @@ class RespServer:
         self._server: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.TimerHandle | None = None
         self._stopped = False
-        self._round: list[Callable[[BaseException | None], None]] = []
+        # appendfsync always: each loop pass's batches share one fsync (loop_rounds.py)
+        self.rounds = LoopRounds(self.store)
         self.key_count_cache: tuple[float, int, int] | None = None  # INFO keyspace
 
     # -- durability -----------------------------------------------------------------
@@ -116,55 +117,6 @@ class RespServer:
         else:
             self.store.set_durability(engine)
         self.always = engine == "always"
-
-    def after_round(self, fn: Callable[[BaseException | None], None]) -> None:
-        """Call ``fn(error)`` once every write made so far is fsynced (``appendfsync always``).
-
-        Like Redis's fsync in ``beforeSleep``: the batches of one loop pass join one
-        group-commit *round*, run once the pass's I/O callbacks are done. The loop thread
-        writes and fsyncs the round itself (:meth:`KVStore.wait_durable`) and then
-        releases every waiter in order. Handing the fsync to a thread so the loop could
-        serve others meanwhile measured slower here: the thread wake-ups and GIL
-        hand-offs cost more CPU per round than the fsync wait they hide. ``error`` is the
-        failure that poisoned the store, if any (nothing in the round is acknowledged).
-        """
-        if not self._round:
-            asyncio.get_running_loop().call_soon(self._finish_round)
-        self._round.append(fn)
-
-    def after_writes_seen(self, fn: Callable[[BaseException | None], None]) -> bool:
-        """For a batch that only read: join this pass's round if writes are waiting for
-        it, so no reply shows a write a crash could still lose. False when everything
-        written is already durable (rounds finish within the pass that wrote)."""
-        if not self._round:
-            return False
-        self._round.append(fn)
-        return True
-
-    def durable_future(self) -> asyncio.Future[None]:
-        """:meth:`after_round` as a future, to wait for alongside other futures."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        def done(exc: BaseException | None) -> None:
-            if fut.done():
-                return
-            if exc is None:
-                fut.set_result(None)
-            else:
-                fut.set_exception(exc)
-
-        self.after_round(done)
-        return fut
-
-    def _finish_round(self) -> None:
-        waiters, self._round = self._round, []
-        error: BaseException | None = None
-        try:
-            self.store.wait_durable(self.store.write_ticket())
-        except Exception as exc:  # noqa: BLE001  (a closed or poisoned store: tell waiters)
-            error = exc
-        for fn in waiters:
-            fn(error)
 
     # -- WATCH ----------------------------------------------------------------------
     def touch(self, key: bytes) -> None:
