@@ -7,8 +7,10 @@ together) are done. The loop thread then writes and fsyncs the round itself
 and no GIL hand-off back) and calls every waiter in order, before the next pass.
 
 Handing only the fsync to a thread, so the loop could serve other clients meanwhile,
-measured slower on this 2-core machine: the thread wake-ups and GIL hand-offs cost more
-CPU per round than the fsync wait they hide (RESP ``always`` SET, redis-benchmark -P 1).
+measured slower on this 2-core machine for RESP ``always`` SET (redis-benchmark -P 1, all
+writes): the thread wake-ups and GIL hand-offs cost more CPU per round than the fsync
+wait they hide. For a mixed load the other way wins: the ekoDB HTTP face keeps the
+committer thread, since an fsync on the loop stalls every read behind it (YCSB A/8).
 """
 
 from __future__ import annotations
