@@ -55,7 +55,7 @@ class StartupError(Error):
     """The server could not start; the message says which part and why."""
 
 
-def _loop_factory() -> tuple[Callable[[], asyncio.AbstractEventLoop] | None, str]:
+def loop_factory() -> tuple[Callable[[], asyncio.AbstractEventLoop] | None, str]:
     try:
         import uvloop  # noqa: PLC0415 (optional speed-up, absent on Windows)
     except ImportError:
@@ -230,6 +230,6 @@ def run(config: ServeConfig) -> int:
     configure(config.log_level)
     lifecycle = logging.getLogger(LIFECYCLE_LOGGER)
     lifecycle.setLevel(min(logging.INFO, lifecycle.getEffectiveLevel()))
-    factory, loop_name = _loop_factory()
+    factory, loop_name = loop_factory()
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(Host(config, loop_name).run())

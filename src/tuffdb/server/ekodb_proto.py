@@ -53,11 +53,11 @@ def error_response(status: int, message: str) -> Response:
     return json_response(status, {"code": status, "message": message})
 
 
+_REASONS = {int(s): s.phrase for s in HTTPStatus}
+
+
 def _reason(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Unknown"
+    return _REASONS.get(status, "Unknown")
 
 
 def serialize(resp: Response, *, keep_alive: bool, gzip_ok: bool) -> bytes:
