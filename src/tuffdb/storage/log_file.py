@@ -164,4 +164,3 @@ class LogFile:
         finally:
             os.close(self._fd)
             self._fd = None
-
