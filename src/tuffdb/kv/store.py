@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import heapq
 import threading
-from itertools import islice
-from collections import OrderedDict
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from concurrent.futures import Future
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from tuffdb._format.kv import (
     SEGMENT_SHIFT,
     VALUE_BITS,
 )
+from tuffdb._format.segment import SEGMENT_HEADER_SIZE
 from tuffdb.errors import (
     ClosedError,
     CorruptionError,
@@ -41,7 +42,6 @@ from tuffdb.errors import (
     NotFoundError,
     ProgrammingError,
 )
-from tuffdb._format.segment import SEGMENT_HEADER_SIZE
 from tuffdb.kv import background, recovery
 from tuffdb.kv.check import check_store, store_stats
 from tuffdb.kv.cold import ColdSegment
@@ -49,8 +49,8 @@ from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES, TOMBSTONE, HotSegment
 from tuffdb.storage.codec import Codec
 from tuffdb.storage.group_commit import GroupCommitter
 from tuffdb.storage.lock import DirLock
-from tuffdb.storage.spare import Spares
 from tuffdb.storage.poison import Poison
+from tuffdb.storage.spare import Spares
 
 DURABILITY_MODES = ("always", "interval", "none")
 SCAN_CHUNK = 256  # first chunk of keys an ordered scan takes under the lock
@@ -518,12 +518,12 @@ class KVStore(MutableMapping[bytes, bytes]):
         vals: list[Any] = list(map(chain[0].get, keys))
         for d in chain[1:]:
             if None in vals:
-                vals = [d.get(k) if v is None else v for k, v in zip(keys, vals)]
+                vals = [d.get(k) if v is None else v for k, v in zip(keys, vals, strict=True)]
         if None in vals:
             missing = [i for i, v in enumerate(vals) if v is None]
             locs = list(map(self._keydir.get, [keys[i] for i in missing]))
             cache_get = self._cache.get
-            for i, loc in zip(missing, locs):
+            for i, loc in zip(missing, locs, strict=True):
                 if loc is None:
                     continue
                 blk = cache_get(loc >> 48)
