@@ -1,13 +1,15 @@
-"""The ``umadb.v1.DCB`` gRPC face over the embedded event store (grpcio, sync server).
+"""The ``umadb.v1.DCB`` gRPC face over the embedded event store.
 
 Serves Read, Subscribe, Append, Head and GetTrackingInfo, the legacy
-``/umadb.UmaDBService/{Read,Append,Head}`` aliases and ``grpc.health.v1.Health``.
+``/umadb.UmaDBService/{Read,Append,Head}`` aliases and ``grpc.health.v1.Health`` on our own
+HTTP/2 server (``server/grpc_h2.py``), on the host's event loop.
 Contract facts: ``shared/spec/umadb-grpc.md``; our deliberate divergences are listed in
 ``docs/design/events.md`` ("Wire divergences").
 
 Handlers take and return raw bytes: requests are parsed with the protobuf C parser and
-read responses are joined from stored entry bytes. Appends go to the store's writer
-thread; grpcio's pool threads wait on their futures, never the host's event loop.
+read responses are joined from stored entry bytes, on the loop thread. Appends go to the
+store's writer thread; its acknowledgements come back to the loop in one callback per
+commit, not one per call.
 
 Run standalone (tests, benchmarks) with
 ``python -m tuffdb.server.umadb_grpc --port N --data-dir D``; it prints
@@ -22,118 +24,144 @@ import contextlib
 import os
 import signal
 import sys
-import threading
+from collections import deque
 from collections.abc import Iterator
-from concurrent import futures
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-import grpc
 import numpy as np
 
 from tuffdb.errors import AuthError, ProgrammingError
 from tuffdb.events.store import EventStore
 from tuffdb.events.subscription import next_positions
+from tuffdb.server.app import loop_factory
+from tuffdb.server.grpc_h2 import (
+    STREAM,
+    UNARY,
+    WAIT,
+    Call,
+    GrpcError,
+    GrpcServer,
+    Method,
+    StatusCode,
+    tls_context,
+)
 from tuffdb.server.protocol import health_v1_pb2 as hpb
 from tuffdb.server.protocol import umadb_v1_pb2 as pb
 from tuffdb.server.protocol import umadb_wire as wire
-from tuffdb.server.umadb_grpc_tuning import (
-    batch_scheduling,
-    batch_thread,
-    last_with_status,
-)
+from tuffdb.server.umadb_grpc_tuning import batch_thread
 from tuffdb.storage.codec import load_key
 
 SERVICE = "umadb.v1.DCB"
 LEGACY_SERVICE = "umadb.UmaDBService"
 HEALTH_SERVICE = "grpc.health.v1.Health"
 GRACE_SECONDS = 5.0
-# Every open stream (subscriptions included) holds a pool thread while it runs.
-MAX_WORKERS = 1024
 
-SERVER_OPTIONS = [
-    ("grpc.max_receive_message_length", wire.MAX_REQUEST_BYTES),
-    ("grpc.max_send_message_length", wire.SEND_LIMIT),
-    # The umadb client pings every 5 s; grpcio's defaults would GOAWAY it (spec 8.2).
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
-    ("grpc.http2.max_ping_strikes", 0),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.keepalive_time_ms", 5000),
-    ("grpc.keepalive_timeout_ms", 10000),
-    ("grpc.max_concurrent_streams", 1024),
-    ("grpc.so_reuseport", 0),
-]
+
+def on_error(exc: BaseException) -> tuple[int, str, tuple[tuple[bytes, bytes], ...]]:
+    """A handler's exception as a gRPC status with the ErrorResponse detail trailer."""
+    code, etype, msg = wire.classify(exc)
+    return code, msg, ((b"grpc-status-details-bin", wire.error_details(etype, msg)),)
+
+
+class Parked:
+    """Streams waiting for something (a commit, a health change) on the loop thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.calls: set[Call] = set()
+        self.live = 0  # streams that may park: while > 0, every commit wakes the loop
+
+    def park(self, call: Call) -> Any:
+        self.calls.add(call)
+        return WAIT
+
+    def wake(self) -> None:
+        calls = [c for c in self.calls if not c.done]
+        self.calls.clear()
+        for call in calls:
+            call.pump()
+
+    def wake_threadsafe(self, _head: int = 0) -> None:
+        if self.live:
+            self.loop.call_soon_threadsafe(self.wake)
 
 
 class DCBService:
-    """The five RPCs, raw bytes in and out, on grpcio's synchronous server.
+    """The five RPCs, raw bytes in and out, on the loop thread."""
 
-    Measured on the 2-core box (trivial handlers, the umadb client, 16-64 callers): the
-    sync server handled 5.6k unary and 4.2k streaming calls/s against grpc.aio's 3.6k / 3.0k
-    (4.0k / 3.3k on uvloop), so the face runs grpcio's own thread pool beside the host's
-    loop rather than on it. Appends block their pool thread on the writer's future.
-    """
-
-    def __init__(self, store: EventStore, api_key: str | None = None) -> None:
+    def __init__(
+        self, store: EventStore, loop: asyncio.AbstractEventLoop, api_key: str | None = None
+    ) -> None:
         self.store = store
-        self._bearer = f"Bearer {api_key}" if api_key else None
+        self.loop = loop
+        self._bearer = f"Bearer {api_key}".encode() if api_key else None
         self._stopping = False
+        self._acks: deque[tuple[Call, Future[int]]] = deque()
+        self._acks_scheduled = False
+        self.parked = Parked(loop)
+        store.add_listener(self.parked.wake_threadsafe)
 
     def close(self) -> None:
         self._stopping = True
-        with self.store._cv:
-            self.store._cv.notify_all()
+        self.store.remove_listener(self.parked.wake_threadsafe)
+        self.parked.wake()
 
-    def _auth(self, context: grpc.ServicerContext) -> None:
-        if self._bearer is None:
-            return
-        for k, v in context.invocation_metadata() or ():
-            if k == "authorization" and v == self._bearer:
-                return
-        raise AuthError("missing or invalid API key")
-
-    def _fail(self, context: grpc.ServicerContext, exc: BaseException) -> NoReturn:
-        code, etype, msg = wire.classify(exc)
-        context.set_trailing_metadata(
-            (("grpc-status-details-bin", wire.error_details(etype, msg)),)
-        )
-        context.abort(code, msg)
-        raise AssertionError("unreachable")  # abort raises
+    def _auth(self, call: Call) -> None:
+        if self._bearer is not None and call.header(b"authorization") != self._bearer:
+            raise AuthError("missing or invalid API key")
 
     # -- unary RPCs ----------------------------------------------------------------------
-    def append(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
-        try:
-            self._auth(context)
-            req = pb.AppendRequest.FromString(raw)
-            tails, types, tags, uuids, tracking = wire.encode_append(req, raw)
-            items = None
-            after = None
-            if req.HasField("condition"):
-                c = req.condition
-                after = c.after if c.HasField("after") else 0
-                if c.HasField("fail_if_events_match"):
-                    items = wire.items_from_pb(c.fail_if_events_match)
-            pos = self.store.submit_encoded(
-                tails, types, tags, uuids, tracking=tracking, items=items, after=after
-            ).result()
-        except Exception as exc:  # noqa: BLE001
-            self._fail(context, exc)
-        return wire.head_message(pos)
+    def append(self, call: Call, raw: bytes) -> None:
+        self._auth(call)
+        req = pb.AppendRequest.FromString(raw)
+        tails, types, tags, uuids, tracking = wire.encode_append(req, raw)
+        items = None
+        after = None
+        if req.HasField("condition"):
+            c = req.condition
+            after = c.after if c.HasField("after") else 0
+            if c.HasField("fail_if_events_match"):
+                items = wire.items_from_pb(c.fail_if_events_match)
+        fut = self.store.submit_encoded(
+            tails, types, tags, uuids, tracking=tracking, items=items, after=after
+        )
+        if fut.done():
+            return self._settle(call, fut)  # type: ignore[func-returns-value]
+        fut.add_done_callback(lambda f, c=call: self._acked(c, f))
+        return None
 
-    def head(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
-        try:
-            self._auth(context)
-            pb.HeadRequest.FromString(raw)
-        except Exception as exc:  # noqa: BLE001
-            self._fail(context, exc)
+    def _acked(self, call: Call, fut: Future[int]) -> None:
+        """On the writer thread: queue the ack; one loop wake-up per commit."""
+        self._acks.append((call, fut))
+        if not self._acks_scheduled:
+            self._acks_scheduled = True
+            self.loop.call_soon_threadsafe(self._send_acks)
+
+    def _send_acks(self) -> None:
+        self._acks_scheduled = False
+        acks = self._acks
+        while acks:
+            call, fut = acks.popleft()
+            self._settle(call, fut)
+
+    @staticmethod
+    def _settle(call: Call, fut: Future[int]) -> None:
+        exc = fut.exception()
+        if exc is not None:
+            call.fail(exc)
+        else:
+            call.reply(wire.head_message(fut.result()))
+
+    def head(self, call: Call, raw: bytes) -> bytes:
+        self._auth(call)
+        pb.HeadRequest.FromString(raw)
         return wire.head_message(self.store.head())
 
-    def tracking(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
-        try:
-            self._auth(context)
-            req = pb.TrackingRequest.FromString(raw)
-        except Exception as exc:  # noqa: BLE001
-            self._fail(context, exc)
+    def tracking(self, call: Call, raw: bytes) -> bytes:
+        self._auth(call)
+        req = pb.TrackingRequest.FromString(raw)
         return wire.head_message(self.store.get_tracking_info(req.source))
 
     # -- streams -------------------------------------------------------------------------
@@ -156,68 +184,63 @@ class DCBService:
                 yield chunk[j:k], store.join_entries(chunk[j:k])
                 j = k
 
-    def read(self, raw: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
-        # No explicit early headers: a read answers at once, so its first message carries
-        # them (Subscribe, which may wait, sends them up front).
-        try:
-            self._auth(context)
-            req = pb.ReadRequest.FromString(raw)
-            if req.HasField("subscribe") and req.subscribe:
-                raise ProgrammingError(
-                    "the subscribe argument of Read is deprecated: call Subscribe instead"
-                )
-            query = wire.query_from_pb(req.query) if req.HasField("query") else None
-            start = req.start if req.HasField("start") else None
-            limit = req.limit if req.HasField("limit") else None
-            batch = req.batch_size if req.HasField("batch_size") else wire.DEFAULT_BATCH
-            batch = min(max(batch, 1), wire.MAX_BATCH)
-            if limit == 0:
-                return
-            pos, head = self.store.plan(query, start, req.backwards, limit)
-        except Exception as exc:  # noqa: BLE001
-            self._fail(context, exc)
+    def read(self, call: Call, raw: bytes) -> Iterator[bytes]:
+        # Checked before the stream starts, so a bad request gets a trailers-only status.
+        self._auth(call)
+        req = pb.ReadRequest.FromString(raw)
+        if req.HasField("subscribe") and req.subscribe:
+            raise ProgrammingError(
+                "the subscribe argument of Read is deprecated: call Subscribe instead"
+            )
+        query = wire.query_from_pb(req.query) if req.HasField("query") else None
+        start = req.start if req.HasField("start") else None
+        limit = req.limit if req.HasField("limit") else None
+        batch = req.batch_size if req.HasField("batch_size") else wire.DEFAULT_BATCH
+        batch = min(max(batch, 1), wire.MAX_BATCH)
+        if limit == 0:
+            return iter(())
+        pos, head = self.store.plan(query, start, req.backwards, limit)
         if not len(pos):
-            yield wire.read_message(b"", (head or None) if limit is None else None)
-            return
+            return iter((wire.read_message(b"", (head or None) if limit is None else None),))
+        if len(pos) <= batch and limit is not None:  # the common small read: one message
+            return iter((wire.read_message(self.store.join_entries(pos), int(pos[-1])),))
+        return self._read_messages(pos, batch, head if limit is None else None)
+
+    def _read_messages(self, pos: np.ndarray, batch: int, head: int | None) -> Iterator[bytes]:
         try:
             for chunk, body in self._batches(pos, batch):
-                yield wire.read_message(body, head if limit is None else int(chunk[-1]))
+                yield wire.read_message(body, head if head is not None else int(chunk[-1]))
         except Exception as exc:  # noqa: BLE001
-            self._fail(context, wire.CorruptionError(f"read failed: {exc}"))
+            raise wire.CorruptionError(f"read failed: {exc}") from exc
 
-    def subscribe(self, raw: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
-        context.send_initial_metadata(())
-        try:
-            self._auth(context)
-            req = pb.SubscribeRequest.FromString(raw)
-            items = wire.items_from_pb(req.query) if req.HasField("query") else None
-            cursor = req.after if req.HasField("after") else 0
-            batch = req.batch_size if req.HasField("batch_size") else wire.DEFAULT_BATCH
-            batch = min(max(batch, 1), wire.MAX_BATCH)
-        except Exception as exc:  # noqa: BLE001
-            self._fail(context, exc)
+    def subscribe(self, call: Call, raw: bytes) -> Iterator[bytes]:
+        call.send_headers()  # early headers: the client's subscribe() returns at once
+        self._auth(call)
+        req = pb.SubscribeRequest.FromString(raw)
+        items = wire.items_from_pb(req.query) if req.HasField("query") else None
+        cursor = req.after if req.HasField("after") else 0
+        batch = req.batch_size if req.HasField("batch_size") else wire.DEFAULT_BATCH
+        batch = min(max(batch, 1), wire.MAX_BATCH)
+        return self._subscription(call, items, cursor, batch)
+
+    def _subscription(
+        self, call: Call, items: Any, cursor: int, batch: int
+    ) -> Iterator[bytes]:
         if cursor >= wire.U64_MAX:
             return
         store = self.store
-        cv = store._cv
-        done = [False]
-
-        def on_done() -> None:
-            done[0] = True
-            with cv:
-                cv.notify_all()
-
-        context.add_callback(on_done)
-        while not (done[0] or self._stopping or store.closed):
-            pos, cursor = next_positions(store, items, cursor, batch)
-            if len(pos):
-                for _chunk, body in self._batches(pos, batch):
-                    yield body
-                continue
-            with cv:
-                cv.wait_for(
-                    lambda c=cursor: store._head > c or done[0] or self._stopping or store.closed
-                )
+        parked = self.parked
+        parked.live += 1
+        try:
+            while not (self._stopping or store.closed):
+                pos, cursor = next_positions(store, items, cursor, batch)
+                if len(pos):
+                    for _chunk, body in self._batches(pos, batch):
+                        yield body
+                    continue
+                yield parked.park(call)
+        finally:
+            parked.live -= 1
 
 
 class HealthService:
@@ -225,72 +248,57 @@ class HealthService:
 
     SERVICES = ("", SERVICE)
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.status = hpb.HealthCheckResponse.SERVING
-        self._cv = threading.Condition()
+        self.parked = Parked(loop)
 
     def set(self, status: int) -> None:
-        with self._cv:
-            self.status = status
-            self._cv.notify_all()
+        """On the loop thread."""
+        self.status = status
+        self.parked.wake()
 
-    def _response(self, service: str) -> hpb.HealthCheckResponse:
+    def _response(self, service: str) -> bytes:
         if service not in self.SERVICES:
-            return hpb.HealthCheckResponse(status=hpb.HealthCheckResponse.SERVICE_UNKNOWN)
-        return hpb.HealthCheckResponse(status=self.status)
+            status = hpb.HealthCheckResponse.SERVICE_UNKNOWN
+        else:
+            status = self.status
+        return hpb.HealthCheckResponse(status=status).SerializeToString()
 
-    def check(
-        self, req: hpb.HealthCheckRequest, context: grpc.ServicerContext
-    ) -> hpb.HealthCheckResponse:
+    def check(self, _call: Call, raw: bytes) -> bytes:
+        req = hpb.HealthCheckRequest.FromString(raw)
         if req.service not in self.SERVICES:
-            context.abort(grpc.StatusCode.NOT_FOUND, "unknown service")
+            raise GrpcError(StatusCode.NOT_FOUND, "unknown service")
         return self._response(req.service)
 
-    def watch(
-        self, req: hpb.HealthCheckRequest, context: grpc.ServicerContext
-    ) -> Iterator[hpb.HealthCheckResponse]:
-        done = [False]
+    def watch(self, call: Call, raw: bytes) -> Iterator[bytes]:
+        req = hpb.HealthCheckRequest.FromString(raw)
+        return self._watch(call, req.service)
 
-        def on_done() -> None:
-            done[0] = True
-            with self._cv:
-                self._cv.notify_all()
-
-        context.add_callback(on_done)
+    def _watch(self, call: Call, service: str) -> Iterator[bytes]:
         last = None
-        while not done[0]:
-            resp = self._response(req.service)
-            if resp.status != last:
-                last = resp.status
-                yield resp
+        while True:
+            status = self.status if service in self.SERVICES else None
+            if status != last:
+                last = status
+                yield self._response(service)
             if last == hpb.HealthCheckResponse.NOT_SERVING:
                 return  # shutting down: end the stream so the server need not wait for it
-            with self._cv:
-                self._cv.wait_for(lambda last=last: done[0] or self.status != last)
+            yield self.parked.park(call)
 
 
-def _handlers(svc: DCBService, health: HealthService) -> list[grpc.GenericRpcHandler]:
-    uu = grpc.unary_unary_rpc_method_handler
-    us = grpc.unary_stream_rpc_method_handler
+def _methods(svc: DCBService, health: HealthService) -> dict[str, Method]:
     dcb = {
-        "Read": last_with_status(svc.read),
-        "Subscribe": us(svc.subscribe),
-        "Append": uu(svc.append),
-        "Head": uu(svc.head),
-        "GetTrackingInfo": uu(svc.tracking),
+        "Read": Method(STREAM, svc.read),
+        "Subscribe": Method(STREAM, svc.subscribe),
+        "Append": Method(UNARY, svc.append),
+        "Head": Method(UNARY, svc.head),
+        "GetTrackingInfo": Method(UNARY, svc.tracking),
     }
-    legacy = {k: dcb[k] for k in ("Read", "Append", "Head")}
-    hreq = hpb.HealthCheckRequest.FromString
-    hresp = hpb.HealthCheckResponse.SerializeToString
-    hs = {
-        "Check": uu(health.check, request_deserializer=hreq, response_serializer=hresp),
-        "Watch": us(health.watch, request_deserializer=hreq, response_serializer=hresp),
-    }
-    return [
-        grpc.method_handlers_generic_handler(SERVICE, dcb),
-        grpc.method_handlers_generic_handler(LEGACY_SERVICE, legacy),
-        grpc.method_handlers_generic_handler(HEALTH_SERVICE, hs),
-    ]
+    out = {f"/{SERVICE}/{k}": v for k, v in dcb.items()}
+    out.update({f"/{LEGACY_SERVICE}/{k}": dcb[k] for k in ("Read", "Append", "Head")})
+    out[f"/{HEALTH_SERVICE}/Check"] = Method(UNARY, health.check)
+    out[f"/{HEALTH_SERVICE}/Watch"] = Method(STREAM, health.watch)
+    return out
 
 
 class UmaDBFace:
@@ -315,36 +323,25 @@ class UmaDBFace:
         self.api_key = api_key
         self.tls = (tls_cert, tls_key) if tls_cert and tls_key else None
         self.bound_port: int | None = None
-        self._server: grpc.Server | None = None
+        self._server: GrpcServer | None = None
         self._svc: DCBService | None = None
         self._health: HealthService | None = None
         self._stopped = False
 
     async def start(self) -> None:
-        self._svc = DCBService(self.store, self.api_key)
-        self._health = HealthService()
-        # Per-call cost cuts, measured: see umadb_grpc_tuning.py.
+        loop = asyncio.get_running_loop()
+        self._svc = DCBService(self.store, loop, self.api_key)
+        self._health = HealthService(loop)
+        # The writer thread runs under SCHED_BATCH: woken by a queued append, it does not
+        # preempt the loop thread while that still holds the GIL (umadb_grpc_tuning.py).
         writer = self.store._writer  # noqa: SLF001
         if writer.native_id is not None:
             batch_thread(writer.native_id)
-        with batch_scheduling():  # grpcio's poller and pool threads start in here
-            server = grpc.server(
-                futures.ThreadPoolExecutor(
-                    max_workers=MAX_WORKERS, thread_name_prefix="umadb-grpc"
-                ),
-                options=SERVER_OPTIONS,
-            )
-            server.add_generic_rpc_handlers(_handlers(self._svc, self._health))
-            addr = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-            if self.tls:
-                cert, key = (Path(p).read_bytes() for p in self.tls)
-                creds = grpc.ssl_server_credentials([(key, cert)])
-                self.bound_port = server.add_secure_port(addr, creds)
-            else:
-                self.bound_port = server.add_insecure_port(addr)
-            if not self.bound_port:
-                raise OSError(f"could not bind gRPC port {addr}")
-            server.start()
+        server = GrpcServer(
+            _methods(self._svc, self._health), on_error, max_message=wire.MAX_REQUEST_BYTES
+        )
+        ctx = tls_context(*self.tls) if self.tls else None
+        self.bound_port = await server.start(self.host, self.port, ctx)
         self._server = server
 
     async def stop(self) -> None:
@@ -356,8 +353,7 @@ class UmaDBFace:
         if self._svc is not None:
             self._svc.close()
         if self._server is not None:
-            server = self._server
-            await asyncio.to_thread(lambda: server.stop(GRACE_SECONDS).wait())
+            await self._server.stop(GRACE_SECONDS)
         await asyncio.to_thread(self.store.close)
 
     def health(self) -> dict[str, Any]:
@@ -429,8 +425,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--segment-bytes", type=int)
     p.add_argument("--encryption-key-file", type=Path)
     args = p.parse_args(argv)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(args))
+    factory, _name = loop_factory()
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=factory) as r:
+        r.run(_serve(args))
 
 
 if __name__ == "__main__":

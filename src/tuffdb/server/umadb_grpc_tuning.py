@@ -1,39 +1,21 @@
-"""Per-call cost cuts for the ``umadb.v1.DCB`` face on grpcio's synchronous server.
+"""Thread scheduling for the ``umadb.v1.DCB`` face: ``SCHED_BATCH`` for the store's writer.
 
-Measured on the 2-core box (server pinned to one core, the ``umadb`` client on the other;
-``docs/benchmarks/events.md``, "What limits the gRPC face"): grpcio's Python layer costs
-about 200 us of CPU per call, three completion-queue events handled by one poller thread
-plus two thread hand-offs to the pool, and that, not the store, bounds small calls. Two
-cuts, each measured on its own (a third, a frozen heap and a 20,000 young-generation GC
-threshold, helped batch-1 calls but looked to cost batch-512 appends, so it is not used):
-
-* :func:`batch_scheduling` / :func:`batch_thread`: the face's threads run under
-  ``SCHED_BATCH``. With every thread on one core, a thread woken by a lock release would
-  preempt the waker while the waker still holds the GIL, only to block on the GIL at once
-  (a convoy of context switches per hand-off); batch threads do not preempt on wake-up.
-* :func:`last_with_status`: grpcio sends a unary reply's headers, message and status in
-  one batch (one completion event, no wait for the send), but a stream's last message and
-  its status in two, the handler thread waiting for the first. Read (a stream, nearly
-  always of one message) sends its last message together with the status, through
-  grpcio's non-blocking stream handler and its private ``_status`` helper; when that helper
-  is missing (another grpcio), Read stays a plain streaming handler.
+The face's loop thread and the event store's writer thread share one core in the
+benchmark (and often in production). A thread woken by a lock release would preempt the
+waker while the waker still holds the GIL, only to block on the GIL at once (a convoy of
+context switches per hand-off); a ``SCHED_BATCH`` thread does not preempt on wake-up.
+Measured with the earlier grpcio front end (docs/benchmarks/events.md, "What limits the
+gRPC face"), where it was one of two cuts kept.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from typing import TYPE_CHECKING, Any
-
-import grpc
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
-
-try:  # private grpcio helpers (grpc/_server.py), present from 1.x through at least 1.85
-    from grpc._server import _status
-except ImportError:  # pragma: no cover (another grpcio)
-    _status = None
+    from collections.abc import Iterator
 
 
 def _set_batch(tid: int) -> int | None:
@@ -70,28 +52,4 @@ def batch_scheduling() -> Iterator[None]:
                 os.sched_setscheduler(0, old, os.sched_param(0))
 
 
-def last_with_status(
-    read: Callable[[bytes, grpc.ServicerContext], Iterator[bytes]],
-) -> grpc.RpcMethodHandler:
-    """The handler for a server-streaming ``read``; see the module docstring."""
-    if _status is None:  # pragma: no cover (another grpcio)
-        return grpc.unary_stream_rpc_method_handler(read)
-
-    def handler(raw: bytes, context: Any, send: Callable[[bytes | None], None]) -> None:
-        last = None
-        for msg in read(raw, context):
-            if last is not None:
-                send(last)  # grpcio's own stream send: waits until the message is out
-                if not context.is_active():
-                    return  # the client went away
-            last = msg
-        if last is None:
-            send(None)  # no message at all: just the OK status
-        else:
-            _status(context._rpc_event, context._state, last)  # noqa: SLF001
-
-    handler.experimental_non_blocking = True  # type: ignore[attr-defined]
-    return grpc.unary_stream_rpc_method_handler(handler)
-
-
-__all__ = ["batch_scheduling", "batch_thread", "last_with_status"]
+__all__ = ["batch_scheduling", "batch_thread"]

@@ -6,7 +6,6 @@ bytes (see ``tuffdb.events.codec``) without building message objects.
 
 from __future__ import annotations
 
-import grpc
 import numpy as np
 from google.protobuf.message import DecodeError
 
@@ -20,6 +19,7 @@ from tuffdb.errors import (
 )
 from tuffdb.events import codec
 from tuffdb.events.api import Query, QueryItem
+from tuffdb.server.grpc_h2 import StatusCode
 from tuffdb.server.protocol import umadb_v1_pb2 as pb
 
 ET = pb.ErrorResponse.ErrorType
@@ -33,19 +33,19 @@ MAX_RESPONSE_BYTES = MAX_REQUEST_BYTES - 64 * 1024
 SEND_LIMIT = MAX_REQUEST_BYTES + 64 * 1024
 
 # The one table mapping tuffdb's error tree to gRPC (spec: umadb-grpc.md section 5.1).
-ERROR_TABLE: tuple[tuple[type[BaseException], grpc.StatusCode, int, str], ...] = (
-    (IntegrityError, grpc.StatusCode.FAILED_PRECONDITION, ET.INTEGRITY, ""),
-    (AuthError, grpc.StatusCode.UNAUTHENTICATED, ET.AUTHENTICATION, "authentication error: "),
-    (DecodeError, grpc.StatusCode.INVALID_ARGUMENT, ET.SERIALIZATION, "serialization error: "),
-    (ProtocolError, grpc.StatusCode.INVALID_ARGUMENT, ET.SERIALIZATION, "serialization error: "),
-    (LimitExceeded, grpc.StatusCode.INVALID_ARGUMENT, ET.INVALID_ARGUMENT, "invalid argument: "),
-    (ProgrammingError, grpc.StatusCode.INVALID_ARGUMENT, ET.INVALID_ARGUMENT, "invalid argument: "),
-    (CorruptionError, grpc.StatusCode.DATA_LOSS, ET.CORRUPTION, "corruption error: "),
-    (OSError, grpc.StatusCode.INTERNAL, ET.IO, "io error: "),
+ERROR_TABLE: tuple[tuple[type[BaseException], StatusCode, int, str], ...] = (
+    (IntegrityError, StatusCode.FAILED_PRECONDITION, ET.INTEGRITY, ""),
+    (AuthError, StatusCode.UNAUTHENTICATED, ET.AUTHENTICATION, "authentication error: "),
+    (DecodeError, StatusCode.INVALID_ARGUMENT, ET.SERIALIZATION, "serialization error: "),
+    (ProtocolError, StatusCode.INVALID_ARGUMENT, ET.SERIALIZATION, "serialization error: "),
+    (LimitExceeded, StatusCode.INVALID_ARGUMENT, ET.INVALID_ARGUMENT, "invalid argument: "),
+    (ProgrammingError, StatusCode.INVALID_ARGUMENT, ET.INVALID_ARGUMENT, "invalid argument: "),
+    (CorruptionError, StatusCode.DATA_LOSS, ET.CORRUPTION, "corruption error: "),
+    (OSError, StatusCode.INTERNAL, ET.IO, "io error: "),
 )
 
 
-def classify(exc: BaseException) -> tuple[grpc.StatusCode, int, str]:
+def classify(exc: BaseException) -> tuple[StatusCode, int, str]:
     """(status code, ErrorType, message) for an exception, per :data:`ERROR_TABLE`."""
     for cls, code, etype, prefix in ERROR_TABLE:
         if isinstance(exc, cls):
@@ -53,7 +53,7 @@ def classify(exc: BaseException) -> tuple[grpc.StatusCode, int, str]:
             if prefix and not msg.startswith(prefix):
                 msg = prefix + msg
             return code, etype, msg
-    return grpc.StatusCode.INTERNAL, ET.INTERNAL, f"internal error: {exc}"
+    return StatusCode.INTERNAL, ET.INTERNAL, f"internal error: {exc}"
 
 
 def error_details(etype: int, message: str) -> bytes:
