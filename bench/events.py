@@ -400,7 +400,7 @@ def main() -> None:
         "run_id": run_id, "smoke": args.smoke, "warmup_s": args.warmup,
         "duration_s": args.duration, "event_size": EVENT_SIZE, "seed": SEED,
         "pinning": {"store_cpu": STORE_CPU, "load_cpu": LOAD_CPU},
-        "environment": environment(base, ["umadb", "grpcio", "protobuf", "numpy", "pyroaring"]),
+        "environment": environment(base, ["umadb", "hpack", "protobuf", "numpy", "pyroaring"]),
         "fsync": fsync_probe(base),
         "results": {},
     }

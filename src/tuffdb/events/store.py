@@ -47,6 +47,7 @@ from tuffdb.events.writer import MAX_BATCH_BYTES, MAX_BATCH_EVENTS, AppendReques
 from tuffdb.storage.codec import Codec
 from tuffdb.storage.lock import DirLock
 from tuffdb.storage.poison import Poison
+from tuffdb.storage.preallocate import DEFAULT_AHEAD
 from tuffdb.storage.segmented_log import SegmentedLog
 
 DEFAULT_SEGMENT_BYTES = 256 << 20
@@ -70,6 +71,7 @@ class EventStore:
         encryption_key: bytes | None = None,
         max_batch_events: int = MAX_BATCH_EVENTS,
         max_batch_bytes: int = MAX_BATCH_BYTES,
+        preallocate_bytes: int = DEFAULT_AHEAD,
     ) -> None:
         # AES-256-GCM per frame through the core codec, no compression (events are small and
         # compression would break the virtual-address scheme, see docs/format/events-log.md).
@@ -95,11 +97,15 @@ class EventStore:
         self._index_dir = self.path / "index"
         self._sealers: list[threading.Thread] = []
         self._segment_firsts: list[int] = []
+        self._seg_tags: set[str] = set()  # tags written in the active segment
+        self._seg_tracking: dict[str, int] = {}  # and its tracking updates
         self.indexes_rebuilt = 0
+        self.sealed_from_memory = 0
         try:
             self._log = SegmentedLog(
                 self.path / "log", file_kind=LOG_FILE_KIND, suffix=LOG_SUFFIX,
                 segment_bytes=segment_bytes, poison=self._poison,
+                preallocate=preallocate_bytes,  # commits are fdatasyncs over zeros
                 key_id=self._codec.key_id if self._codec else 0,
             )
             self._segment_bases = [s.base_address for s in self._log.segments]
@@ -145,6 +151,9 @@ class EventStore:
             self._segment_firsts.append(first)
             self._feed(ix)
             first += ix.count
+            if last:
+                self._seg_tags = set(ix.postings)
+                self._seg_tracking = dict(ix.tracking)
         self._head = first - 1
 
     def _load_index(self, base: int, size: int, first: int) -> sealed_index.SegmentIndex | None:
@@ -173,18 +182,65 @@ class EventStore:
         for tag, post in ix.postings.items():
             add(tag, post)
 
-    def _seal(self, seg_no: int) -> None:
-        """Write the index file of sealed segment ``seg_no`` (background thread)."""
+    def _seal(
+        self, seg_no: int, tags: set[str] | None = None, tracking: dict[str, int] | None = None
+    ) -> None:
+        """Write the index file of sealed segment ``seg_no`` (background thread).
+
+        Built from the in-memory indexes (``tags``: every tag written in the segment,
+        ``tracking``: its tracking updates), which hold exactly what a scan of the
+        segment would find; scanning the segment is the fallback.
+        """
         seg = self._log.segments[seg_no]
         try:
-            ix = sealed_index.scan_segment(
-                self._frames_of(seg), seg.base_address, str(seg.path),
-                self._segment_firsts[seg_no], self._codec,
-            )
+            ix = None
+            if tags is not None and tracking is not None:
+                try:
+                    ix = self._index_from_memory(seg_no, tags, tracking)
+                    self.sealed_from_memory += 1
+                except Exception:  # noqa: BLE001 (never trust a shortcut over the log)
+                    ix = None
+            if ix is None:
+                ix = sealed_index.scan_segment(
+                    self._frames_of(seg), seg.base_address, str(seg.path),
+                    self._segment_firsts[seg_no], self._codec,
+                )
             ix.size = seg.size
             sealed_index.write(self._index_dir, ix, seg.base_address, self._codec)
         except Exception:  # noqa: BLE001 (derived data: rebuilt on the next open)
             return
+
+    def _index_from_memory(
+        self, seg_no: int, tags: set[str], tracking: dict[str, int]
+    ) -> sealed_index.SegmentIndex:
+        """Segment ``seg_no``'s index from the columns and the tag index (it is sealed, so
+        every position in it is published and no longer changes)."""
+        seg = self._log.segments[seg_no]
+        first = self._segment_firsts[seg_no]
+        last = self._segment_firsts[seg_no + 1] - 1
+        lo, hi = first - 1, last
+        frames = self._frames.array[: self._frames.size]
+        i, j = np.searchsorted(frames, [seg.base_address, seg.base_address + seg.size])
+        glob = self._types._col.array[lo:hi]
+        # Local type ids in order of first appearance, as a scan of the segment numbers them.
+        uniq, seen_at, inverse = np.unique(glob, return_index=True, return_inverse=True)
+        order = np.argsort(seen_at)
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        local = rank[inverse]
+        by_id = {v: k for k, v in list(self._types.names.items())}
+        positions = self._tags.positions
+        postings = {}
+        for tag in tags:
+            post = positions(tag, first, last)
+            if len(post):
+                postings[tag] = post
+        return sealed_index.SegmentIndex(
+            first, last - first + 1,
+            self._addr.array[lo:hi].copy(), self._len.array[lo:hi].copy(),
+            [by_id[int(uniq[k])] for k in order], local.astype(np.uint32), postings,
+            dict(tracking), seg.size, frames[i:j].copy(),
+        )
 
     # -- writing ---------------------------------------------------------------------------
     def append(
@@ -404,8 +460,12 @@ class EventStore:
             self._segment_paths.append(s.path)
             self._segment_bases.append(s.base_address)
             self._segment_firsts.append(first)
+        touched = (self._seg_tags, self._seg_tracking)
+        self._seg_tags, self._seg_tracking = set(), {}
         for i in range(n - 1, len(self._segment_bases) - 1):
-            t = threading.Thread(target=self._seal, args=(i,), name="tuffdb-events-seal")
+            t = threading.Thread(
+                target=self._seal, args=(i, *touched), name="tuffdb-events-seal"
+            )
             t.start()
             self._sealers.append(t)
 

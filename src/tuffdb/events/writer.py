@@ -22,6 +22,7 @@ staged index entries are dropped and every request of the drain gets the error.
 from __future__ import annotations
 
 import queue
+from itertools import chain
 import struct
 import threading
 from collections.abc import Sequence
@@ -177,6 +178,7 @@ class Writer(threading.Thread):
         wrote = False
         enc = st._codec.encode if st._codec is not None else None
         frame_addrs: list[int] = []
+        drain_tags: list[Sequence[Sequence[str]]] = []
         last_flags = 0
         for req in batch:
             try:
@@ -234,6 +236,7 @@ class Writer(threading.Thread):
             head += n
             st._types.extend(first, req.types)
             st._tags.add(first, req.tags)
+            drain_tags.append(req.tags)
             results.append((req, head))
             wrote = True
         if wrote:
@@ -257,6 +260,11 @@ class Writer(threading.Thread):
                 return
             if log.segments[-1].base_address != st._segment_bases[-1]:
                 st._on_roll(durable_head + 1)
+            # What the active segment's index will need at seal (built from memory then).
+            seg_tags = st._seg_tags
+            for tags in drain_tags:
+                seg_tags.update(chain.from_iterable(tags))
+            st._seg_tracking.update(staged_tracking)
             tracking.update(staged_tracking)
             if frame_addrs:
                 st._frames.extend(frame_addrs)

@@ -155,11 +155,22 @@ class LogFile:
         metrics.FSYNC_SECONDS.observe(time.perf_counter() - t0)
         self._dirty = False
 
+    def fileno(self) -> int:
+        if self._fd is None:
+            raise ClosedError(f"{self.path} is closed")
+        return self._fd
+
     def close(self) -> None:
+        """Sync and close; reserved zeros past the frames are cut off first, so a closed
+        (sealed) file is exactly its header and frames."""
         if self._fd is None:
             return
         try:
             if not self.poison:
+                if self.reserved > self.size:
+                    os.ftruncate(self._fd, SEGMENT_HEADER_SIZE + self.size)
+                    self.reserved = 0  # the size changed: the sync below is a full fsync
+                    self._dirty = True
                 self.sync()
         finally:
             os.close(self._fd)

@@ -24,6 +24,7 @@ from tuffdb.errors import ClosedError, CorruptionError, WrongKeyError
 from tuffdb.storage.files import list_ids, remove_durably, segment_name
 from tuffdb.storage.log_file import LogFile
 from tuffdb.storage.poison import Poison
+from tuffdb.storage.preallocate import Preallocator
 
 DEFAULT_SEGMENT_BYTES = 64 << 20
 
@@ -58,6 +59,7 @@ class SegmentedLog:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         key_id: int = 0,
         poison: Poison | None = None,
+        preallocate: int = 0,
     ) -> None:
         self.directory = Path(directory)
         self.file_kind = file_kind
@@ -70,6 +72,10 @@ class SegmentedLog:
         self._active: LogFile | None = None
         self.directory.mkdir(parents=True, exist_ok=True)
         self._open()
+        # Zero-filled space ahead of the writer, so commits are fdatasyncs (preallocate.py).
+        self._pre = Preallocator(self, preallocate) if preallocate else None
+        if self._pre is not None:
+            self._pre.wake()
 
     def _open(self) -> None:
         ids = list_ids(self.directory, self.suffix)
@@ -120,7 +126,18 @@ class SegmentedLog:
             self.roll()
             seg = self.segments[-1]
         addr = seg.end_address
-        self._active.append(data)  # type: ignore[union-attr]
+        active = self._active
+        pre = self._pre
+        if pre is None:
+            active.append(data)  # type: ignore[union-attr]
+        else:
+            if active.size + len(data) > active.reserved:  # type: ignore[union-attr]
+                with pre.lock:  # past the zeros: keep the filler off these bytes
+                    active.append(data)  # type: ignore[union-attr]
+            else:
+                active.append(data)  # type: ignore[union-attr]
+            if active.reserved - active.size < pre.low:  # type: ignore[union-attr]
+                pre.wake()
         seg.size += len(data)
         return addr
 
@@ -133,10 +150,15 @@ class SegmentedLog:
         """Seal the active segment (fsynced) and start a new one; return its base address."""
         if self._active is None:
             raise ClosedError("log is closed")
-        self._active.close()
-        base = self.tail_address
-        self._create(base)
-        return base
+        if self._pre is not None:
+            with self._pre.lock:
+                self._active.close()
+                self._create(self.tail_address)
+            self._pre.wake()
+        else:
+            self._active.close()
+            self._create(self.tail_address)
+        return self.segments[-1].base_address
 
     def drop_before(self, address: int) -> int:
         """Delete sealed segments that end at or before ``address``; return how many."""
@@ -147,6 +169,9 @@ class SegmentedLog:
         return len(doomed)
 
     def close(self) -> None:
+        if self._pre is not None:
+            self._pre.stop()
+            self._pre = None
         if self._active is not None:
             self._active.close()
             self._active = None
