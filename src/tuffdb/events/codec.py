@@ -190,11 +190,12 @@ def _uniform_block(
     tags = [e.tags for e in evs]
     if types.count(t) != n or tags.count(tg) != n or type(t) is not str:
         return None
-    if any(e.uuid is not None or e.metadata for e in evs):
+    # C-level checks (no per-event Python frames): no uuid, no metadata, equal-length bytes.
+    if [e.uuid for e in evs].count(None) != n or any([e.metadata for e in evs]):
         return None
     datas = [e.data for e in evs]
     dl = len(datas[0])
-    if len(set(map(len, datas))) != 1 or not all(type(d) is bytes for d in datas):
+    if len(set(map(len, datas))) != 1 or set(map(type, datas)) != {bytes}:
         return None
     type_b = t.encode()
     tag_bs = [x.encode() for x in tg]

@@ -35,8 +35,15 @@ class TagIndex:
         d = self.postings
         get = d.get
         p = first_position
+        if type(tags_per_event) is list and tags_per_event:
+            n = len(tags_per_event)
+            one = tags_per_event[0]
+            if n > 1 and tags_per_event.count(one) == n:  # one entity's batch: C-level check
+                for tag in dict.fromkeys(one):
+                    self._add_range(tag, p, p + n)
+                return
         for tags, run in groupby(tags_per_event):
-            n = sum(1 for _ in run)
+            n = len(list(run))
             if n > 1:
                 for tag in dict.fromkeys(tags):
                     self._add_range(tag, p, p + n)

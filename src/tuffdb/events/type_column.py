@@ -33,7 +33,7 @@ class TypeColumn:
         ids: list[int] = []
         p = first_position
         for t, run in groupby(types):
-            n = sum(1 for _ in run)
+            n = len(list(run))
             tid = names.get(t)
             if tid is None:
                 tid = names[t] = len(tips)

@@ -263,7 +263,10 @@ class Writer(threading.Thread):
             # What the active segment's index will need at seal (built from memory then).
             seg_tags = st._seg_tags
             for tags in drain_tags:
-                seg_tags.update(chain.from_iterable(tags))
+                if type(tags) is list and tags and tags.count(tags[0]) == len(tags):
+                    seg_tags.update(tags[0])  # one entity's batch
+                else:
+                    seg_tags.update(chain.from_iterable(tags))
             st._seg_tracking.update(staged_tracking)
             tracking.update(staged_tracking)
             if frame_addrs:
