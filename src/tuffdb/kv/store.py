@@ -634,7 +634,10 @@ class KVStore(MutableMapping[bytes, bytes]):
                 ordered = self._ordered = SortedList()
                 keys = set(self._keydir)
                 for d in reversed(self._chain):
-                    for k, v in list(d.items()):
+                    # d.copy(), not list(d.items()): building the item tuples can run the
+                    # cyclic GC, whose finalizers may let a writer thread resize d mid-list
+                    # (RuntimeError); a dict copy allocates nothing per item.
+                    for k, v in d.copy().items():
                         if v is TOMBSTONE:
                             keys.discard(k)
                         else:
