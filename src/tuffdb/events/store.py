@@ -97,6 +97,7 @@ class EventStore:
         self._index_dir = self.path / "index"
         self._sealers: list[threading.Thread] = []
         self._segment_firsts: list[int] = []
+        self._deferred: list[AppendRequest] = []  # submit_encoded(defer=True), one thread
         self._seg_tags: set[str] = set()  # tags written in the active segment
         self._seg_tracking: dict[str, int] = {}  # and its tracking updates
         self.indexes_rebuilt = 0
@@ -291,8 +292,14 @@ class EventStore:
         tracking: tuple[str, int] | None = None,
         items: Items | None = None,
         after: int | None = None,
+        defer: bool = False,
     ) -> Future[int]:
-        """Queue pre-encoded events (entry tails, see codec.py); the gRPC face's entry."""
+        """Queue pre-encoded events (entry tails, see codec.py); the gRPC face's entry.
+
+        With ``defer`` the request is not queued: the caller commits it with
+        :meth:`commit_deferred` (a server loop committing one batch per pass); the
+        returned future is the request's, done once that commit is.
+        """
         if self._closed:
             raise ClosedError("the event store is closed: open it again")
         has_condition = condition is not None or after is not None or items is not None
@@ -308,7 +315,17 @@ class EventStore:
             has_condition=has_condition, items=items, after=after or 0,
             condition=condition, tracking=tracking,
         )
+        if defer:
+            self._deferred.append(req)
+            return req.future
         return self._writer.submit(req)
+
+    def commit_deferred(self) -> None:
+        """Commit every request deferred so far on the calling thread (one drain, one
+        fsync, split only at the writer's batch limits); their futures are done after."""
+        reqs, self._deferred = self._deferred, []
+        if reqs:
+            self._writer.commit_now(reqs)
 
     # -- reading ---------------------------------------------------------------------------
     def head(self) -> int | None:

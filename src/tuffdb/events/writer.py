@@ -94,6 +94,7 @@ class Writer(threading.Thread):
         self._pushback: AppendRequest | None = None
         self._closed = False
         self._submit_lock = threading.Lock()
+        self._commit_lock = threading.Lock()  # this thread's drains and commit_now()
 
     def submit(self, req: AppendRequest) -> Future[int]:
         # IMPORTANT: check and put under one lock, so nothing is queued behind stop()'s None.
@@ -102,6 +103,40 @@ class Writer(threading.Thread):
                 raise ClosedError("the event store is closed: open it again")
             self.queue.put(req)
         return req.future
+
+    def commit_now(self, reqs: list[AppendRequest]) -> None:
+        """Commit ``reqs`` on the calling thread, as the writer thread would a drain (the
+        two take turns on one lock); futures are settled before this returns."""
+        with self._submit_lock:
+            if self._closed:
+                exc = ClosedError("the event store is closed: open it again")
+                for req in reqs:
+                    req.future.set_exception(exc)
+                return
+        i = 0
+        while i < len(reqs):
+            batch = [reqs[i]]
+            n, size = len(reqs[i].tails), reqs[i].nbytes
+            i += 1
+            while i < len(reqs):
+                r = reqs[i]
+                if n + len(r.tails) > self.max_batch_events or size + r.nbytes > self.max_batch_bytes:
+                    break
+                batch.append(r)
+                n += len(r.tails)
+                size += r.nbytes
+                i += 1
+            with self._commit_lock:
+                self._commit_guarded(batch)
+
+    def _commit_guarded(self, batch: list[AppendRequest]) -> None:
+        try:
+            self._commit(batch)
+        except BaseException as exc:  # a bug, not an I/O error: fail stop, never hang
+            self.store._poison.set(exc)
+            for req in batch:
+                if not req.future.done():
+                    req.future.set_exception(exc)
 
     def stop(self) -> None:
         with self._submit_lock:
@@ -139,13 +174,8 @@ class Writer(threading.Thread):
                 batch.append(req)
                 n += len(req.tails)
                 size += req.nbytes
-            try:
-                self._commit(batch)
-            except BaseException as exc:  # a bug, not an I/O error: fail stop, never hang
-                self.store._poison.set(exc)
-                for req in batch:
-                    if not req.future.done():
-                        req.future.set_exception(exc)
+            with self._commit_lock:
+                self._commit_guarded(batch)
             if stop:
                 self._fail_queued()
                 return

@@ -57,6 +57,7 @@ SERVICE = "umadb.v1.DCB"
 LEGACY_SERVICE = "umadb.UmaDBService"
 HEALTH_SERVICE = "grpc.health.v1.Health"
 GRACE_SECONDS = 5.0
+_ON_LOOP = bool(os.environ.get("TUFFDB_AB_ONLOOP"))  # TEMP A/B
 
 
 def on_error(exc: BaseException) -> tuple[int, str, tuple[tuple[bytes, bytes], ...]]:
@@ -100,6 +101,7 @@ class DCBService:
         self._stopping = False
         self._acks: deque[tuple[Call, Future[int]]] = deque()
         self._acks_scheduled = False
+        self._pass: list[tuple[Call, Future[int]]] = []
         self.parked = Parked(loop)
         store.add_listener(self.parked.wake_threadsafe)
 
@@ -125,12 +127,30 @@ class DCBService:
             if c.HasField("fail_if_events_match"):
                 items = wire.items_from_pb(c.fail_if_events_match)
         fut = self.store.submit_encoded(
-            tails, types, tags, uuids, tracking=tracking, items=items, after=after
+            tails, types, tags, uuids, tracking=tracking, items=items, after=after,
+            defer=_ON_LOOP,
         )
+        if _ON_LOOP and not fut.done():
+            if not self._pass:
+                self.loop.call_soon(self._commit_pass)
+            self._pass.append((call, fut))
+            return None
         if fut.done():
             return self._settle(call, fut)  # type: ignore[func-returns-value]
         fut.add_done_callback(lambda f, c=call: self._acked(c, f))
         return None
+
+    def _commit_pass(self) -> None:
+        """End of a loop pass: commit its appends here, one fsync, then answer them."""
+        done, self._pass = self._pass, []
+        try:
+            self.store.commit_deferred()
+        except Exception as exc:  # noqa: BLE001 (settled below through the futures)
+            for _call, fut in done:
+                if not fut.done():
+                    fut.set_exception(exc)
+        for call, fut in done:
+            self._settle(call, fut)
 
     def _acked(self, call: Call, fut: Future[int]) -> None:
         """On the writer thread: queue the ack; one loop wake-up per commit."""
