@@ -22,11 +22,11 @@ staged index entries are dropped and every request of the drain gets the error.
 from __future__ import annotations
 
 import queue
-from itertools import chain
 import struct
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -120,7 +120,8 @@ class Writer(threading.Thread):
             i += 1
             while i < len(reqs):
                 r = reqs[i]
-                if n + len(r.tails) > self.max_batch_events or size + r.nbytes > self.max_batch_bytes:
+                if (n + len(r.tails) > self.max_batch_events
+                        or size + r.nbytes > self.max_batch_bytes):
                     break
                 batch.append(r)
                 n += len(r.tails)
@@ -132,7 +133,7 @@ class Writer(threading.Thread):
     def _commit_guarded(self, batch: list[AppendRequest]) -> None:
         try:
             self._commit(batch)
-        except BaseException as exc:  # a bug, not an I/O error: fail stop, never hang
+        except BaseException as exc:  # noqa: BLE001 (a bug, not an I/O error: fail stop, never hang)
             self.store._poison.set(exc)
             for req in batch:
                 if not req.future.done():

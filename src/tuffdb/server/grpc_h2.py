@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import struct
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -158,16 +159,17 @@ def percent_encode(message: str) -> bytes:
     )
 
 
-def status_block(code: int, message: str, trailers: tuple[tuple[bytes, bytes], ...] = ()) -> list[
-    tuple[bytes, bytes]
-]:
+def status_block(
+    code: int, message: str, trailers: tuple[tuple[bytes, bytes], ...] = ()
+) -> list[tuple[bytes, bytes]]:
+    """Trailer fields: status, message, then ``trailers`` (``-bin`` ones base64, unpadded)."""
     fields = [(b"grpc-status", str(int(code)).encode())]
     if message:
         fields.append((b"grpc-message", percent_encode(message)))
-    for name, value in trailers:
-        if name.endswith(b"-bin"):
-            value = base64.b64encode(value).rstrip(b"=")
-        fields.append((name, value))
+    fields += [
+        (name, base64.b64encode(value).rstrip(b"=") if name.endswith(b"-bin") else value)
+        for name, value in trailers
+    ]
     return fields
 
 
@@ -405,7 +407,7 @@ class H2Connection(asyncio.Protocol):
             + _FH.pack(4 << 8 | WINDOW_UPDATE, 0, 0) + _U32.pack(CONN_WINDOW - DEFAULT_WINDOW)
         )
 
-    def connection_lost(self, exc: Exception | None) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:  # noqa: ARG002 (Protocol API)
         self.closing = True
         self.server.connections.discard(self)
         calls = list(self.calls.values())
@@ -520,7 +522,7 @@ class H2Connection(asyncio.Protocol):
                 return
 
     # -- reading ------------------------------------------------------------------------------
-    def _frames(self, data: bytes) -> int:
+    def _frames(self, data: bytes) -> int:  # noqa: C901, PLR0912 (one branch per frame type)
         off = 0
         n = len(data)
         if self._preface:
@@ -606,7 +608,7 @@ class H2Connection(asyncio.Protocol):
             self._cont = None
             self._header_block(csid, cflags, b"".join(parts))
 
-    def _header_block(self, sid: int, flags: int, block: bytes) -> None:
+    def _header_block(self, sid: int, flags: int, block: bytes) -> None:  # noqa: C901, PLR0912
         headers = self.decoder.decode(block)  # always: the table must follow the client
         call = self.calls.get(sid)
         if call is not None:  # trailers from the client
@@ -742,7 +744,7 @@ class H2Connection(asyncio.Protocol):
         if not flags & ACK:
             self.write(_FH.pack(8 << 8 | PING, ACK, 0) + payload)
 
-    def _settings(self, flags: int, sid: int, payload: bytes) -> None:
+    def _settings(self, flags: int, sid: int, payload: bytes) -> None:  # noqa: C901
         if sid:
             self.connection_error(PROTOCOL_ERROR, "SETTINGS on a stream")
             return
@@ -824,10 +826,8 @@ class GrpcServer:
             conn.goaway()
         if self.calls:
             self._idle = asyncio.Event()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), grace)
-            except TimeoutError:
-                pass
         for conn in list(self.connections):
             for call in list(conn.calls.values()):
                 call.finish(StatusCode.UNAVAILABLE, "server shutting down")
