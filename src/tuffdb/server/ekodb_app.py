@@ -151,7 +151,10 @@ class App:
                 return handler, access, args
         return None
 
-    async def handle(self, req: Request) -> Response:
+    def handle(self, req: Request) -> Response | asyncio.Future[Response]:
+        """The reply to ``req``: a Response, or (a write under ``durable_operations``) a
+        future of it, done once the write is durable. Called on the loop thread; no task
+        or coroutine per request (HttpProtocol writes a Response at once)."""
         segs, params = ew.split_url(req.url)
         mp = "msgpack" in req.headers.get("accept", "")
         headers: list[tuple[str, str]] = []
@@ -167,7 +170,7 @@ class App:
             ctx = Ctx(req, params, key, mp)
             result = handler(self, ctx, *args)
             if access in ("write", "admin", "kv_write") and self.settings.durable_operations:
-                await self.durable()
+                return self._when_durable(lambda: self._reply(result, headers, mp))
         except _RateLimited as exc:
             return Response(429, ew.encode({"code": 429, "message": str(exc)}, False),
                              headers=[("Retry-After", str(exc.retry_after)), *exc.headers])
@@ -183,11 +186,34 @@ class App:
             resp = error_response(400, f"bad request: {exc}")
             resp.headers.extend(headers)
             return resp
+        return self._reply(result, headers, mp)
+
+    @staticmethod
+    def _reply(result: Any, headers: list[tuple[str, str]], mp: bool) -> Response:
         if isinstance(result, Response):
             result.headers.extend(headers)
             return result
         ctype = "application/msgpack" if mp else "application/json"
         return Response(200, ew.encode(result, mp), ctype, headers)
+
+    def _when_durable(self, reply: Callable[[], Response]) -> asyncio.Future[Response]:
+        """A future of ``reply()`` once every write so far is durable (an error reply if
+        the store failed meanwhile: nothing acknowledged that is not on disk)."""
+        out: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future[None]) -> None:
+            if out.done():
+                return
+            exc = None if f.cancelled() else f.exception()
+            if f.cancelled() or exc is not None:
+                out.set_result(error_response(
+                    status_of(exc) if isinstance(exc, Error) else 500,
+                    f"write not made durable: {exc or 'cancelled'}"))
+            else:
+                out.set_result(reply())
+
+        self.durable().add_done_callback(done)  # type: ignore[attr-defined]
+        return out
 
     def durable(self) -> Awaitable[None]:
         """Done once every write made so far is durable. The committer thread runs the

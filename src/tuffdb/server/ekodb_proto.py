@@ -1,7 +1,9 @@
 """HTTP/1.1 over asyncio.Protocol + httptools for the ekoDB face: parse, queue, reply.
 
-Requests on one connection are answered in order (pipelining works); each connection
-runs one task at a time through ``handler(request) -> Response``. Bodies over
+Requests on one connection are answered in order (pipelining works) through
+``handler(request)``, which returns a Response (written at once, from the parser's
+callback: no task or coroutine per request) or an awaitable of one (a durable write; later
+requests wait their turn). Bodies over
 ``max_body`` bytes are refused with 413 before they are buffered, malformed HTTP gets
 a 400 and the connection is closed. Every reply has a body and a Content-Length;
 replies of 1 KiB or more are gzipped when the client accepts gzip.
@@ -77,14 +79,15 @@ def serialize(resp: Response, *, keep_alive: bool, gzip_ok: bool) -> bytes:
 class HttpProtocol(asyncio.Protocol):
     """One client connection."""
 
-    def __init__(self, handler: Callable[[Request], Awaitable[Response]],
+    def __init__(self, handler: Callable[[Request], Response | Awaitable[Response]],
                  max_body: int = MAX_BODY_BYTES) -> None:
         self.handler = handler
         self.max_body = max_body
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
         self.queue: deque[Request] = deque()
-        self.task: asyncio.Task[None] | None = None
+        self.busy = False  # a reply is pending (or a stream owns the connection)
+        self.task: asyncio.Task[None] | None = None  # a takeover's
         self._url = b""
         self._headers: dict[str, str] = {}
         self._body: list[bytes] = []
@@ -157,26 +160,56 @@ class HttpProtocol(asyncio.Protocol):
         req = Request(self.parser.get_method().decode(), self._url, self._headers,
                       b"".join(self._body), self.parser.should_keep_alive(), self.peer)
         self.queue.append(req)
-        if self.task is None or self.task.done():
-            self.task = asyncio.get_running_loop().create_task(self._run())
+        if not self.busy:
+            self._process()
 
-    async def _run(self) -> None:
+    # --- replies, in request order --------------------------------------------------
+    def _process(self) -> None:
+        """Answer queued requests. A Response is written at once (no task, no coroutine);
+        a pending one (a durable write) holds the queue until its future is done."""
         while self.queue and not self._closing:
             req = self.queue.popleft()
             try:
-                resp = await self.handler(req)
+                resp = self.handler(req)
             except Exception as exc:  # noqa: BLE001 - last resort: never drop a request silently
-                resp = error_response(500, f"internal error: {exc.__class__.__name__}: {exc}")
-            transport = self.transport
-            if transport is None or transport.is_closing():
+                resp = _internal(exc)
+            if not isinstance(resp, Response):
+                self.busy = True
+                fut = asyncio.ensure_future(resp)
+                fut.add_done_callback(lambda f, r=req: self._resume(r, f))
                 return
-            takeover = getattr(resp, "takeover", None)
-            if takeover is not None:  # WebSocket / SSE (ekodb_ws.py, ekodb_sse.py) own it now
-                self.queue.clear()
-                await takeover(self)
+            if not self._send(req, resp):
                 return
-            gz = "gzip" in req.headers.get("accept-encoding", "")
-            transport.write(serialize(resp, keep_alive=req.keep_alive, gzip_ok=gz))
-            if not req.keep_alive or self.upgraded is not None:
-                transport.close()
-                self._closing = True
+
+    def _resume(self, req: Request, fut: asyncio.Future[Response]) -> None:
+        self.busy = False
+        if fut.cancelled():
+            return  # the connection went away
+        exc = fut.exception()
+        resp = _internal(exc) if exc is not None else fut.result()
+        if self._send(req, resp):
+            self._process()
+
+    def _send(self, req: Request, resp: Response) -> bool:
+        """Write ``resp``; False when the connection is done with HTTP (closed or taken
+        over by a stream)."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return False
+        takeover = getattr(resp, "takeover", None)
+        if takeover is not None:  # WebSocket / SSE (ekodb_ws.py, ekodb_sse.py) own it now
+            self.queue.clear()
+            self.busy = True
+            self.task = asyncio.get_running_loop().create_task(takeover(self))
+            return False
+        gz = "gzip" in req.headers.get("accept-encoding", "")
+        transport.write(serialize(resp, keep_alive=req.keep_alive, gzip_ok=gz))
+        if not req.keep_alive or self.upgraded is not None:
+            transport.close()
+            self._closing = True
+            return False
+        return True
+
+
+def _internal(exc: BaseException) -> Response:
+    return error_response(500, f"internal error: {exc.__class__.__name__}: {exc}")
