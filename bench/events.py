@@ -12,7 +12,8 @@ Workloads (names from PROTOCOL.md):
   write   b{batch}-w{writers}: conditional appends, one_tag_one_type, after=0; 0 errors required
   read    warm-sel-single (limit 10, 16 readers), warm-full (full scan, 4 readers) on a
           50,000-event / 5,000-stream graded corpus
-  embedded-b512: the embedded store at batch 512, 1 writer thread
+  embedded-b512: the embedded store at batch 512, 4 writer threads, one process, unpinned
+                 (and embedded-b512-1core: the same pinned to the load generator's core)
 
 Results go to ``--out`` (default docs/benchmarks/events-raw/<run-id>.json) with the
 environment, fsync probe, per-run counts and latency percentiles (suppressed when N < 1000).
@@ -348,8 +349,27 @@ def run_embedded(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     finally:
         store.close()
         shutil.rmtree(d, ignore_errors=True)
-    print("embedded-b512", _fmt(res), file=sys.stderr)
-    return {"write/embedded-b512/tuffdb-embedded": res}
+    return res
+
+
+def run_embedded_both(args: argparse.Namespace, base: Path) -> dict[str, Any]:
+    """The embedded store is one process (one GIL): unpinned, as an application embedding
+    it runs (PROTOCOL.md pins separate processes only), and, for the record, pinned to the
+    load generator's one core."""
+    out = {}
+    for name, cpus in (("embedded-b512", set(range(os.cpu_count() or 1))),
+                       ("embedded-b512-1core", {LOAD_CPU})):
+        with contextlib.suppress(AttributeError, OSError):
+            os.sched_setaffinity(0, cpus)
+        try:
+            res = run_embedded(args, base)
+        finally:
+            with contextlib.suppress(AttributeError, OSError):
+                os.sched_setaffinity(0, {LOAD_CPU})
+        res["cpus"] = sorted(cpus)
+        print(name, _fmt(res), file=sys.stderr)
+        out[f"write/{name}/tuffdb-embedded"] = res
+    return out
 
 
 def _fmt(r: dict[str, Any]) -> str:
@@ -407,7 +427,7 @@ def main() -> None:
     if not args.skip_server:
         out["results"].update(run_server_suite(args, base))
     if not args.skip_embedded:
-        out["results"].update(run_embedded(args, base))
+        out["results"].update(run_embedded_both(args, base))
     out["ratios_tuffdb_over_umadb"] = ratios(out["results"])
     dest = Path(args.out) if args.out else (
         REPO / "docs" / "benchmarks" / "events-raw" / f"{run_id}{'-smoke' if args.smoke else ''}.json")
