@@ -7,11 +7,13 @@ without writing anything while the server keeps serving.
 
 from __future__ import annotations
 
+import socket
+import struct
 import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
@@ -395,3 +397,85 @@ def test_health_watch_reports_not_serving_at_shutdown(tmp_path: Path) -> None:
     assert s.stop() == 0
     t.join(30)
     assert got == [umadb.ServingStatus.NOT_SERVING]
+
+
+# -- hostile HTTP/2 on a raw socket (server/grpc_h2.py): only that connection suffers -------
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def frame(ftype: int, flags: int, sid: int, payload: bytes) -> bytes:
+    return struct.pack(">IBI", len(payload) << 8 | ftype, flags, sid) + payload
+
+
+def read_frames(sock: socket.socket, until: Callable[[int, int, int, bytes], bool]) -> list[
+    tuple[int, int, int, bytes]
+]:
+    """Frames from ``sock`` up to the first for which ``until`` is true (or EOF)."""
+    buf = b""
+    out = []
+    while True:
+        while len(buf) >= 9:
+            lt, flags, sid = struct.unpack_from(">IBI", buf)
+            n = lt >> 8
+            if len(buf) < 9 + n:
+                break
+            f = (lt & 0xFF, flags, sid & 0x7FFFFFFF, buf[9 : 9 + n])
+            buf = buf[9 + n :]
+            out.append(f)
+            if until(*f):
+                return out
+        data = sock.recv(1 << 16)
+        if not data:
+            return out
+        buf += data
+
+
+def goaway_code(frames: list[tuple[int, int, int, bytes]]) -> int | None:
+    codes = [struct.unpack_from(">II", p)[1] for t, _, _, p in frames if t == 7]
+    return codes[-1] if codes else None
+
+
+def is_goaway(t: int, *_: object) -> bool:
+    return t == 7
+
+
+@pytest.mark.parametrize(("send", "code"), [
+    (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 1),  # not a preface: PROTOCOL_ERROR
+    (PREFACE + struct.pack(">IBI", 0xFFFFFF << 8 | 0, 0, 1), 6),  # 16 MiB frame: FRAME_SIZE
+    (PREFACE + frame(4, 0, 0, b"") + frame(1, 0x5, 1, b"\x80"), 9),  # HPACK index 0
+    (PREFACE + frame(4, 0, 0, b"") + frame(6, 0, 0, b"short"), 1),  # PING of 5 bytes
+    (PREFACE + frame(4, 0, 0, b"") + frame(1, 0x5, 2, b"\x82"), 1),  # even stream id
+])
+def test_malformed_http2_gets_goaway_and_the_server_keeps_serving(
+    server: Server, send: bytes, code: int
+) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.sendall(send)
+        frames = read_frames(s, is_goaway)
+    assert goaway_code(frames) == code
+    assert server.client().append([E("after")]) >= 1
+
+
+def test_unfinished_requests_are_bounded_per_connection(server: Server) -> None:
+    """17 calls each holding 4 MiB of request body, none finished: past 64 MiB buffered
+    the call that overflows gets RESOURCE_EXHAUSTED; nothing is written."""
+    from tuffdb.server.hpack_codec import Decoder, encode  # noqa: PLC0415
+
+    block = encode([(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"x"),
+                    (b":path", b"/umadb.v1.DCB/Append"),
+                    (b"content-type", b"application/grpc"), (b"te", b"trailers")])
+    body = struct.pack(">BI", 0, 4 << 20) + bytes((4 << 20) - 5)  # 4 MiB: within the limit
+    data = [body[i : i + 16384] for i in range(0, len(body), 16384)]
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
+        s.sendall(PREFACE + frame(4, 0, 0, b""))
+        for k in range(17):
+            sid = 1 + 2 * k
+            s.sendall(frame(1, 0x4, sid, block))  # END_HEADERS, the body never ends
+            s.sendall(b"".join(frame(0, 0, sid, d) for d in data))
+        frames = read_frames(s, lambda t, fl, sid, _p: t == 1 and sid == 33 and fl & 1 > 0)
+    trailers = [p for t, _, sid, p in frames if t == 1 and sid == 33]
+    assert trailers, frames[-3:]
+    fields = dict(Decoder().decode(trailers[-1]))
+    assert fields[b"grpc-status"] == b"8"  # RESOURCE_EXHAUSTED
+    assert b"unfinished requests" in fields[b"grpc-message"]
+    assert server.client().head() is None  # nothing was written

@@ -22,7 +22,8 @@ grpc-core clients need of HTTP/2 (RFC 9113) and nothing more:
   WINDOW_UPDATE, and a streaming handler is not asked for its next message until its queue
   is empty and the transport is not paused (bounded memory per slow client).
 * **Back-pressure**: when a client stops reading, its transport pauses and the server
-  stops reading its requests until it drains.
+  stops reading its requests until it drains. Request bodies are capped per call
+  (``max_message``) and per connection (:data:`MAX_BUFFERED` across unfinished calls).
 * **gRPC**: length-prefixed messages (compression refused), ``grpc-status`` /
   ``grpc-message`` (percent-encoded) trailers, trailers-only error replies, ``-bin``
   metadata base64-encoded, ``grpc-timeout`` deadlines, early response headers on request.
@@ -80,6 +81,7 @@ CONN_WINDOW = 1 << 30  # what we grant the connection, topped up past half
 MAX_FRAME = 1 << 20  # largest frame we accept (SETTINGS_MAX_FRAME_SIZE)
 MAX_STREAMS = 1024
 MAX_HEADER_BLOCK = 64 << 10
+MAX_BUFFERED = 64 << 20  # request bytes one connection may hold in unfinished calls
 WRITE_HIGH_WATER = 4 << 20
 
 _OUR_SETTINGS = b"".join(
@@ -387,6 +389,7 @@ class H2Connection(asyncio.Protocol):
         self.peer_window = DEFAULT_WINDOW
         self.peer_max_frame = 16_384
         self.recv_unacked = 0
+        self.buffered = 0  # request bytes held by calls not yet dispatched
         self.paused = False
         self.closing = False
         self.goaway_sent = False
@@ -475,11 +478,17 @@ class H2Connection(asyncio.Protocol):
                       piece)
         return b"".join(parts)
 
+    def _drop_body(self, call: Call) -> None:
+        self.buffered -= call.nbody
+        call.nbody = 0
+        call.chunks = []
+
     def closed(self, call: Call) -> None:
         """``call`` sent its END_STREAM: forget it (and stop an unfinished request)."""
         if self.calls.pop(call.sid, None) is None:
             return
         self.stalled.pop(call.sid, None)
+        self._drop_body(call)
         if call.timer is not None:
             call.timer.cancel()
             call.timer = None
@@ -677,12 +686,19 @@ class H2Connection(asyncio.Protocol):
         if body:
             call.chunks.append(body)
             call.nbody += len(body)
-            limit = self.server.max_message + 5
-            if call.nbody > limit and not call.done:
-                call.chunks = []
+            self.buffered += len(body)
+            if call.nbody > self.server.max_message + 5:
+                self._drop_body(call)
                 call.finish(
                     StatusCode.RESOURCE_EXHAUSTED,
                     f"request message larger than {self.server.max_message} bytes",
+                )
+                return
+            if self.buffered > MAX_BUFFERED:  # many unfinished calls: bound the memory
+                self._drop_body(call)
+                call.finish(
+                    StatusCode.RESOURCE_EXHAUSTED,
+                    f"over {MAX_BUFFERED} bytes of unfinished requests on this connection",
                 )
                 return
         if flags & END_STREAM:
@@ -694,7 +710,7 @@ class H2Connection(asyncio.Protocol):
             return  # already answered (unknown method, oversized request, deadline)
         chunks = call.chunks
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        call.chunks = []
+        self._drop_body(call)
         if len(body) < 5:
             call.finish(StatusCode.INTERNAL, "missing request message")
             return
@@ -783,6 +799,7 @@ class H2Connection(asyncio.Protocol):
         if call is None:
             return
         self.stalled.pop(sid, None)
+        self._drop_body(call)
         call.cancel()
         self.server.call_ended()
 
