@@ -167,8 +167,10 @@ class LogFile:
             return
         try:
             if not self.poison:
-                if self.reserved > self.size:
-                    os.ftruncate(self._fd, SEGMENT_HEADER_SIZE + self.size)
+                # (zeros may lie past ``reserved`` too: a preallocation cut short by ENOSPC)
+                end = SEGMENT_HEADER_SIZE + self.size
+                if self.reserved > self.size or os.fstat(self._fd).st_size > end:
+                    os.ftruncate(self._fd, end)
                     self.reserved = 0  # the size changed: the sync below is a full fsync
                     self._dirty = True
                 self.sync()
