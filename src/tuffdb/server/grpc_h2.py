@@ -214,10 +214,6 @@ class Call:
                 return v
         return None
 
-    @property
-    def active(self) -> bool:
-        return not self.done
-
     # -- replies ----------------------------------------------------------------------------
     def reply(self, message: bytes) -> None:
         """A unary call's reply: headers, the message and the OK status in one write."""
