@@ -129,6 +129,16 @@ class Planner:
                     continue
                 if len(tags) == 1 and not types:
                     return True
+                if len(tags) == 1:
+                    # One tag with a few postings (an entity's recent events): check their
+                    # types one by one; numpy set-up would cost more than the whole check.
+                    few = tix.few(tags[0])
+                    if few is not None:
+                        ids = tc.type_ids(types)
+                        col = tc.window(1, hi)
+                        if any(lo <= p <= hi and col[p - 1] in ids for p in few):
+                            return True
+                        continue
                 if len(self._item(types, tags, lo, hi, False, 1)):
                     return True
             elif tc.tip(types) >= lo:

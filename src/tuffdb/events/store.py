@@ -43,7 +43,7 @@ from tuffdb.events.planner import Items, Planner, normalise
 from tuffdb.events.subscription import Subscription
 from tuffdb.events.tag_index import TagIndex
 from tuffdb.events.type_column import TypeColumn
-from tuffdb.events.writer import MAX_BATCH_BYTES, MAX_BATCH_EVENTS, AppendRequest, Writer
+from tuffdb.events.writer import MAX_BATCH_BYTES, MAX_BATCH_EVENTS, AppendRequest, Settled, Writer
 from tuffdb.storage.codec import Codec
 from tuffdb.storage.lock import DirLock
 from tuffdb.storage.poison import Poison
@@ -293,12 +293,13 @@ class EventStore:
         items: Items | None = None,
         after: int | None = None,
         defer: bool = False,
-    ) -> Future[int]:
+    ) -> Future[int] | Settled:
         """Queue pre-encoded events (entry tails, see codec.py); the gRPC face's entry.
 
         With ``defer`` the request is not queued: the caller commits it with
         :meth:`commit_deferred` (a server loop committing one batch per pass); the
-        returned future is the request's, done once that commit is.
+        returned future-like :class:`~tuffdb.events.writer.Settled` (no lock: the same
+        thread commits) is done once that commit is.
         """
         if self._closed:
             raise ClosedError("the event store is closed: open it again")
@@ -313,7 +314,7 @@ class EventStore:
         req = AppendRequest(
             tails, types, tags, uuids or None,
             has_condition=has_condition, items=items, after=after or 0,
-            condition=condition, tracking=tracking,
+            condition=condition, tracking=tracking, settled=defer,
         )
         if defer:
             self._deferred.append(req)

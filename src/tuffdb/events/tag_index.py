@@ -128,6 +128,15 @@ class TagIndex:
             return 1
         return len(v)  # type: ignore[arg-type]
 
+    def few(self, tag: str) -> list[int] | tuple[int, ...] | None:
+        """The positions of a tag with at most ``SMALL_MAX`` of them (None: more, or none)."""
+        v = self.postings.get(tag)
+        if type(v) is int:
+            return (v,)
+        if type(v) is list:
+            return v
+        return None
+
     def tip(self, tag: str) -> int:
         """Highest position carrying ``tag`` (0 if none): the condition fast path."""
         v = self.postings.get(tag)

@@ -45,6 +45,35 @@ MAX_BATCH_BYTES = 8 << 20
 _U64 = struct.Struct("<Q")
 
 
+class Settled:
+    """The part of a Future the writer and a single-threaded caller use, without its lock
+    and condition (a request committed on the caller's thread: ``commit_now``)."""
+
+    __slots__ = ("_exc", "_res")
+
+    def __init__(self) -> None:
+        self._res: int | None = None
+        self._exc: BaseException | None = None
+
+    def done(self) -> bool:
+        return self._res is not None or self._exc is not None
+
+    def set_result(self, res: int) -> None:
+        self._res = res
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._exc = exc
+
+    def exception(self) -> BaseException | None:
+        return self._exc
+
+    def result(self) -> int:
+        if self._exc is not None:
+            raise self._exc
+        assert self._res is not None, "not settled yet"
+        return self._res
+
+
 class AppendRequest:
     """One queued append; ``future`` resolves to the last position (or 0 / an error)."""
 
@@ -65,6 +94,7 @@ class AppendRequest:
         after: int = 0,
         condition: object = None,
         tracking: tuple[str, int] | None = None,
+        settled: bool = False,
     ) -> None:
         self.tails = tails
         self.types = types
@@ -76,7 +106,7 @@ class AppendRequest:
         self.condition = condition
         self.tracking = tracking
         self.nbytes = codec.nbytes(tails)
-        self.future: Future[int] = Future()
+        self.future: Future[int] | Settled = Settled() if settled else Future()
 
 
 class Writer(threading.Thread):

@@ -34,6 +34,7 @@ import numpy as np
 from tuffdb.errors import AuthError, ProgrammingError
 from tuffdb.events.store import EventStore
 from tuffdb.events.subscription import next_positions
+from tuffdb.events.writer import Settled
 from tuffdb.server.app import loop_factory
 from tuffdb.server.grpc_h2 import (
     STREAM,
@@ -97,7 +98,7 @@ class DCBService:
         self.loop = loop
         self._bearer = f"Bearer {api_key}".encode() if api_key else None
         self._stopping = False
-        self._pass: list[tuple[Call, Future[int]]] = []
+        self._pass: list[tuple[Call, Future[int] | Settled]] = []
         self.parked = Parked(loop)
         store.add_listener(self.parked.wake_threadsafe)
 
@@ -154,7 +155,7 @@ class DCBService:
             self._settle(call, fut)
 
     @staticmethod
-    def _settle(call: Call, fut: Future[int]) -> None:
+    def _settle(call: Call, fut: Future[int] | Settled) -> None:
         exc = fut.exception()
         if exc is not None:
             call.fail(exc)
