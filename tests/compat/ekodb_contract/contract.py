@@ -8,6 +8,7 @@ exits 1. Kept free of anything but the stdlib and ekodb_client.
 """
 
 import asyncio
+import os
 import sys
 import traceback
 import uuid
@@ -290,4 +291,10 @@ async def main(base, key, mode):
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(*sys.argv[1:4])))
+    rc = asyncio.run(main(*sys.argv[1:4]))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: the client library's native threads can still hold
+    # Python thread states then, and under qemu that once aborted the process
+    # ("PyGILState_Release ... finalizing") after every step had passed.
+    os._exit(rc)

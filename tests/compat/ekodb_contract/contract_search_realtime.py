@@ -7,6 +7,7 @@ Same conventions as contract.py: one line per step, ``CONTRACT OK <n>`` at the e
 """
 
 import asyncio
+import os
 import sys
 import traceback
 import uuid
@@ -127,4 +128,10 @@ async def main(base, key, mode):
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(*sys.argv[1:4])))
+    rc = asyncio.run(main(*sys.argv[1:4]))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: the client library's native threads can still hold
+    # Python thread states then, and under qemu that once aborted the process
+    # ("PyGILState_Release ... finalizing") after every step had passed.
+    os._exit(rc)
