@@ -293,11 +293,7 @@ class Call:
         if self.done:
             return
         self.done = True
-        if self.it is not None:
-            it, self.it = self.it, None
-            close = getattr(it, "close", None)
-            if close is not None:
-                close()
+        self._close_it()
         if not code and not message and not trailers:
             block = _OK_BLOCK
         else:
@@ -365,6 +361,10 @@ class Call:
             self.timer = None
         self.done = True
         self.out.clear()
+        self._close_it()
+
+    def _close_it(self) -> None:
+        """Close a streaming handler's generator (its ``finally`` runs now)."""
         if self.it is not None:
             it, self.it = self.it, None
             close = getattr(it, "close", None)
@@ -409,12 +409,9 @@ class H2Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:  # noqa: ARG002 (Protocol API)
         self.closing = True
         self.server.connections.discard(self)
-        calls = list(self.calls.values())
-        self.calls.clear()
-        self.stalled.clear()
-        for call in calls:
+        for call in list(self.calls.values()):
+            self._forget(call)
             call.cancel()
-            self.server.call_ended()
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -479,18 +476,24 @@ class H2Connection(asyncio.Protocol):
         call.nbody = 0
         call.chunks = []
 
-    def closed(self, call: Call) -> None:
-        """``call`` sent its END_STREAM: forget it (and stop an unfinished request)."""
+    def _forget(self, call: Call) -> bool:
+        """Drop ``call`` from the connection's books; False if it was already gone."""
         if self.calls.pop(call.sid, None) is None:
-            return
+            return False
         self.stalled.pop(call.sid, None)
         self._drop_body(call)
+        self.server.call_ended()
+        return True
+
+    def closed(self, call: Call) -> None:
+        """``call`` sent its END_STREAM: forget it (and stop an unfinished request)."""
+        if not self._forget(call):
+            return
         if call.timer is not None:
             call.timer.cancel()
             call.timer = None
         if not call.remote_closed:
             self.write(_FH.pack(4 << 8 | RST_STREAM, 0, call.sid) + _U32.pack(NO_ERROR))
-        self.server.call_ended()
 
     def connection_error(self, code: int, message: str) -> None:
         if self.closing:
@@ -621,9 +624,10 @@ class H2Connection(asyncio.Protocol):
                 call.remote_closed = True
                 self._dispatch(call)
             return
-        if sid <= self.last_sid or not sid & 1:
-            if sid > self.last_sid or not sid & 1:
-                self.connection_error(PROTOCOL_ERROR, f"bad stream id {sid}")
+        if not sid & 1:
+            self.connection_error(PROTOCOL_ERROR, f"bad stream id {sid}")
+            return
+        if sid <= self.last_sid:
             return  # a closed stream's late trailers
         self.last_sid = sid
         server = self.server
@@ -791,13 +795,9 @@ class H2Connection(asyncio.Protocol):
         if len(payload) != 4 or not sid:
             self.connection_error(PROTOCOL_ERROR, "bad RST_STREAM")
             return
-        call = self.calls.pop(sid, None)
-        if call is None:
-            return
-        self.stalled.pop(sid, None)
-        self._drop_body(call)
-        call.cancel()
-        self.server.call_ended()
+        call = self.calls.get(sid)
+        if call is not None and self._forget(call):
+            call.cancel()
 
 
 # -- the server -------------------------------------------------------------------------------

@@ -5,17 +5,13 @@ benchmark (and often in production). A thread woken by a lock release would pree
 waker while the waker still holds the GIL, only to block on the GIL at once (a convoy of
 context switches per hand-off); a ``SCHED_BATCH`` thread does not preempt on wake-up.
 Measured with the earlier grpcio front end (docs/benchmarks/events.md, "What limits the
-gRPC face"), where it was one of two cuts kept.
+gRPC face"), where it was one of two cuts kept. The face now commits on its loop, so the
+writer wakes only for embedded callers sharing the process.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
 
 
 def _set_batch(tid: int) -> int | None:
@@ -37,19 +33,4 @@ def batch_thread(native_id: int) -> None:
     _set_batch(native_id)
 
 
-@contextlib.contextmanager
-def batch_scheduling() -> Iterator[None]:
-    """Threads started by the caller inside this block (and theirs) run under SCHED_BATCH.
-
-    The caller's own policy is restored on exit, so the host's event loop is unaffected.
-    """
-    old = _set_batch(0)
-    try:
-        yield
-    finally:
-        if old is not None:
-            with contextlib.suppress(OSError):
-                os.sched_setscheduler(0, old, os.sched_param(0))
-
-
-__all__ = ["batch_scheduling", "batch_thread"]
+__all__ = ["batch_thread"]

@@ -46,8 +46,8 @@ class Preallocator:
                  step: int = DEFAULT_STEP) -> None:
         self.log = log
         self.ahead = ahead
-        self.step = min(step, len(_ZEROS))
-        self.low = ahead // 2
+        self.low = ahead // 2  # refill once less than this is left ahead of the writer
+        self.step = max(1, min(step, len(_ZEROS), self.low))
         self.lock = threading.Lock()
         self.failed: OSError | None = None
         self._wake = threading.Event()
@@ -90,11 +90,9 @@ class Preallocator:
                 return False
             start = max(active.reserved, active.size)
             target = min(active.size + self.ahead, self.log.segment_bytes)
-            if target - start < self.step and start >= target - self.low:
+            if target - start < self.step:  # (step <= low: never below the low water)
                 return False
-            end = min(start + self.step, target)
-            if end <= start:
-                return False
+            end = start + self.step
             fd = active.fileno()
             at = SEGMENT_HEADER_SIZE + start
             view = memoryview(_ZEROS)[: end - start]
