@@ -311,6 +311,15 @@ def package_versions(names: Iterable[str]) -> dict[str, str | None]:
     return out
 
 
+def tuffdb_build() -> str:
+    """``"mypyc"`` when the compiled build of the hot modules is in use (it is then also
+    what the servers this run starts use: they inherit TUFFDB_NATIVE_BUILD), else
+    ``"python"``. Build it with ``tuffdb native build``; ``TUFFDB_NATIVE=0`` opts out."""
+    import tuffdb  # noqa: PLC0415
+
+    return "mypyc" if tuffdb._native.active is not None else "python"  # noqa: SLF001
+
+
 def environment(data_dir: str | os.PathLike[str], packages: Iterable[str] = ()) -> dict[str, Any]:
     """The environment manifest of a run set (PROTOCOL.md section 1.6 and section 4)."""
     fs = filesystem_of(data_dir)
@@ -336,6 +345,7 @@ def environment(data_dir: str | os.PathLike[str], packages: Iterable[str] = ()) 
         "loadavg_at_start": _read("/proc/loadavg").strip(),
         "packages": package_versions(["tuffdb", "numpy", *packages]),
         "git": git_commit(),
+        "tuffdb_build": tuffdb_build(),
         "command": shlex.join([os.path.basename(sys.executable), *sys.argv]),
         "mode": "embedded, shared GIL (one process; stores and load generator share it)",
     }

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuffdb._version import __version__
-from tuffdb.errors import (
+from tuffdb import _native
+
+_native.activate(__path__)  # first: later submodules load from the compiled build if any
+
+from tuffdb._version import __version__  # noqa: E402
+from tuffdb.errors import (  # noqa: E402
     AuthError,
     ClosedError,
     ConflictError,
@@ -26,7 +30,7 @@ from tuffdb.errors import (
     VersionMismatchError,
     WrongKeyError,
 )
-from tuffdb.kv.store import KVStore
+from tuffdb.kv.store import KVStore  # noqa: E402
 
 _LAZY = {
     "AppendCondition": "tuffdb.events",

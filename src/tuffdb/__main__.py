@@ -22,6 +22,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
+from tuffdb import _native
 from tuffdb._version import __version__
 from tuffdb.errors import Error, LockTimeout
 from tuffdb.server.config import ConfigError, ServeConfig, add_serve_arguments, encryption_key
@@ -48,6 +49,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         cmd.add_argument("--encryption-key-file", metavar="FILE", type=Path,
                          help="key of an encrypted store (or env TUFFDB_ENCRYPTION_KEY)")
     sub.add_parser("version", help="print the version")
+    native = sub.add_parser("native", help="compile the hot modules (mypyc), or show the build",
+                            description="'build' compiles the hot modules with mypyc into a "
+                            "build used by later runs; 'status' says whether one is in use.")
+    native.add_argument("action", choices=("build", "status"))
+    native.add_argument("-v", "--verbose", action="store_true", help="show the compiler output")
     return parser, sub.choices
 
 
@@ -207,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "version":
             print(f"tuffdb {__version__}")
             return 0
+        if args.command == "native":
+            return _native.main(args.action, verbose=args.verbose)
         # Usage errors print the subcommand's usage, not the top-level one.
         if args.command == "serve":
             return _serve(args, commands["serve"])

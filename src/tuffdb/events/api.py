@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from uuid import UUID
 
 __all__ = [
     "AppendCondition",
@@ -31,9 +32,9 @@ class Event:
     """
 
     type: str
-    data: bytes
+    data: bytes | bytearray | memoryview
     tags: Sequence[str] = ()
-    uuid: str | None = None
+    uuid: str | UUID | None = None
     metadata: Mapping[str, str] | None = None
 
 

@@ -274,7 +274,7 @@ def encode_events(
                     uuids.append(u)
                 else:
                     uuids = None
-        types.append(t)
+        types.append(ev.type)
         tags_out.append(tg)
     return tails, types, tags_out, uuids
 
@@ -403,7 +403,7 @@ def split_entries(buf: bytes | memoryview, start: int = 0, end: int | None = Non
 def decode_entries(joined: bytes) -> list[SequencedEvent]:
     """Decode joined entries in bulk (protobuf C parser), then wrap them."""
     msg = pb.ReadResponse.FromString(joined)
-    out = []
+    out: list[SequencedEvent] = []
     append = out.append
     for se in msg.events:
         e = se.event

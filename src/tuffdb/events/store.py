@@ -268,7 +268,7 @@ class EventStore:
         events: Sequence[Event],
         condition: AppendCondition | None = None,
         tracking_info: TrackingInfo | None = None,
-    ) -> Future[int]:
+    ) -> Future[int] | Settled:
         """Like :meth:`append` but returns a future (for servers on an event loop)."""
         tr = b""
         tracking = None

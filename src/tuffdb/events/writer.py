@@ -126,7 +126,7 @@ class Writer(threading.Thread):
         self._submit_lock = threading.Lock()
         self._commit_lock = threading.Lock()  # this thread's drains and commit_now()
 
-    def submit(self, req: AppendRequest) -> Future[int]:
+    def submit(self, req: AppendRequest) -> Future[int] | Settled:
         # IMPORTANT: check and put under one lock, so nothing is queued behind stop()'s None.
         with self._submit_lock:
             if self._closed:

@@ -181,7 +181,7 @@ def _replay_wal(store: KVStore, wid: int, path: Path) -> HotSegment:
 
 
 def write_wal_batches(
-    store: KVStore, work: list[tuple[HotSegment, list[bytes] | None, bool]]
+    store: KVStore, work: list[tuple[HotSegment, list[object] | None, bool]]
 ) -> int:
     """Committer thread: append each segment's pending records as one frame, fsync, and
     close the logs of sealed segments. Returns the number of records written."""

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMappin
 from concurrent.futures import Future
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sortedcontainers import SortedList
 
@@ -401,7 +401,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         metrics.KV_DURABLE_WAIT_SECONDS.observe(time.perf_counter() - t0)
 
     # -- group commit (called by the committer thread) -----------------------------------
-    def _drain(self) -> list[tuple[HotSegment, list[bytes] | None, bool]]:
+    def _drain(self) -> list[tuple[HotSegment, list[object] | None, bool]]:
         """Under the store lock: take every segment's pending records.
 
         Each item is (segment, records or None, final): ``final`` means the segment was
@@ -409,7 +409,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         IMPORTANT: ``final`` must be decided here, under the lock, not later: a segment
         sealed after this drain may still have records to log in the next round.
         """
-        work: list[tuple[HotSegment, list[bytes] | None, bool]] = []
+        work: list[tuple[HotSegment, list[object] | None, bool]] = []
         keep: list[HotSegment] = []
         for seg in self._unflushed:
             final = seg.sealed
@@ -426,7 +426,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         self._unflushed = keep
         return work
 
-    def _write_drained(self, work: list[tuple[HotSegment, list[bytes] | None, bool]]) -> int:
+    def _write_drained(self, work: list[tuple[HotSegment, list[object] | None, bool]]) -> int:
         return recovery.write_wal_batches(self, work)
 
     # -- reads ---------------------------------------------------------------------------
@@ -550,7 +550,7 @@ class KVStore(MutableMapping[bytes, bytes]):
             for d in self._chain:
                 v = d.get(key)
                 if v is not None:
-                    append(None if v is TOMBSTONE else v)
+                    append(None if v is TOMBSTONE else cast("bytes", v))
                     break
             else:
                 loc = self._keydir.get(key)

@@ -174,16 +174,16 @@ class App:
         except _RateLimited as exc:
             return Response(429, ew.encode({"code": 429, "message": str(exc)}, False),
                              headers=[("Retry-After", str(exc.retry_after)), *exc.headers])
-        except Error as exc:
-            resp = error_response(status_of(exc), str(exc).strip("'\""))
+        except Error as err:
+            resp = error_response(status_of(err), str(err).strip("'\""))
             resp.headers.extend(headers)
             return resp
         except RecursionError:
             resp = error_response(400, "bad request: nested too deeply")
             resp.headers.extend(headers)
             return resp
-        except (TypeError, ValueError, KeyError, re.error) as exc:
-            resp = error_response(400, f"bad request: {exc}")
+        except (TypeError, ValueError, KeyError, re.error) as bad:
+            resp = error_response(400, f"bad request: {bad}")
             resp.headers.extend(headers)
             return resp
         return self._reply(result, headers, mp)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import functools
 import json
 from collections import deque
 from dataclasses import dataclass, field
@@ -124,8 +125,8 @@ class HttpProtocol(asyncio.Protocol):
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade as exc:
             self.upgraded = bytearray(data[exc.args[0]:] if exc.args else b"")
-        except httptools.HttpParserError as exc:
-            self._fail(self._refused or error_response(400, f"malformed HTTP request: {exc}"))
+        except httptools.HttpParserError as err:
+            self._fail(self._refused or error_response(400, f"malformed HTTP request: {err}"))
 
     def _fail(self, resp: Response) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -176,7 +177,7 @@ class HttpProtocol(asyncio.Protocol):
             if not isinstance(resp, Response):
                 self.busy = True
                 fut = asyncio.ensure_future(resp)
-                fut.add_done_callback(lambda f, r=req: self._resume(r, f))
+                fut.add_done_callback(functools.partial(self._resume, req))
                 return
             if not self._send(req, resp):
                 return

@@ -47,11 +47,12 @@ import struct
 from collections import deque
 from collections.abc import Callable, Iterator
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tuffdb.server import hpack_codec
 
 if TYPE_CHECKING:
+    import os
     import ssl
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -256,7 +257,7 @@ class Call:
         """Queue one message; written at once as far as the flow-control windows allow."""
         if self.done:
             return
-        parts: list[bytes] = []
+        parts: list[bytes | memoryview] = []
         if not self.headers_sent:
             self.headers_sent = True
             parts += (_RESP_HEADERS, _SID(self.sid), _RESP_BLOCK)
@@ -271,7 +272,7 @@ class Call:
         if parts:
             self.conn.write(b"".join(parts))
 
-    def _frames(self, data: memoryview, parts: list[bytes]) -> memoryview | None:
+    def _frames(self, data: memoryview, parts: list[bytes | memoryview]) -> memoryview | None:
         """DATA frames for as much of ``data`` as the windows allow; returns the rest."""
         conn = self.conn
         sid = _SID(self.sid)
@@ -338,7 +339,7 @@ class Call:
         """Send queued data as the windows now allow; True when the queue is empty."""
         out = self.out
         conn = self.conn
-        parts: list[bytes] = []
+        parts: list[bytes | memoryview] = []
         while out:
             item = out.popleft()
             if isinstance(item, bytes):  # the trailer block, after the last data
@@ -440,8 +441,8 @@ class H2Connection(asyncio.Protocol):
         except hpack_codec.HPACKError as exc:
             self.connection_error(COMPRESSION_ERROR, str(exc))
             off = len(data)
-        except Exception as exc:  # noqa: BLE001 (a bug must not take the server down)
-            self.connection_error(INTERNAL_ERROR, f"internal error: {exc}")
+        except Exception as bug:  # noqa: BLE001 (a bug must not take the server down)
+            self.connection_error(INTERNAL_ERROR, f"internal error: {bug}")
             off = len(data)
         wbuf, self._wbuf = self._wbuf, None
         if wbuf and self.transport is not None:
@@ -825,11 +826,12 @@ class GrpcServer:
 
     async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> int:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
+        self._server = srv = await loop.create_server(
             lambda: H2Connection(self), host, port, ssl=ssl_context, backlog=1024,
             reuse_address=True,
         )
-        return int(self._server.sockets[0].getsockname()[1])
+        sockets = cast("Any", srv).sockets  # a list under uvloop, a tuple under asyncio
+        return int(sockets[0].getsockname()[1])
 
     async def stop(self, grace: float) -> None:
         """GOAWAY to every connection, wait up to ``grace`` s for calls in flight, close."""
@@ -850,7 +852,7 @@ class GrpcServer:
             await self._server.wait_closed()
 
 
-def tls_context(cert: bytes | str, key: bytes | str) -> ssl.SSLContext:
+def tls_context(cert: str | os.PathLike[str], key: str | os.PathLike[str]) -> ssl.SSLContext:
     """A server context with ALPN ``h2`` from PEM files."""
     import ssl  # noqa: PLC0415
 

@@ -22,7 +22,7 @@ from tuffdb.errors import ProtocolError
 
 STATIC: tuple[tuple[bytes, bytes], ...] = tuple(HeaderTable.STATIC_TABLE)
 _NSTATIC = len(STATIC)  # 61
-_STATIC_NAME = {}
+_STATIC_NAME: dict[bytes, int] = {}
 for _i, (_n, _v) in enumerate(STATIC, 1):
     _STATIC_NAME.setdefault(_n, _i)
 DEFAULT_TABLE_SIZE = 4096

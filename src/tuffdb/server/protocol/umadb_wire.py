@@ -57,7 +57,8 @@ def classify(exc: BaseException) -> tuple[StatusCode, int, str]:
 
 
 def error_details(etype: int, message: str) -> bytes:
-    return pb.ErrorResponse(message=message, error_type=etype).SerializeToString()
+    msg = pb.ErrorResponse(message=message, error_type=etype)  # type: ignore[arg-type]
+    return msg.SerializeToString()
 
 
 def items_from_pb(q: pb.Query) -> list[tuple[list[str], list[str]]] | None:

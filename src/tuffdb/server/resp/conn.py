@@ -268,11 +268,11 @@ class Conn(asyncio.Protocol):
                 return spec.handler(self, args)
             except CommandError as exc:
                 return reply.error(str(exc))
-            except errors.Error as exc:
-                return reply.error(error_line(exc))
-            except Exception as exc:  # never let one command take the server down
+            except errors.Error as err:
+                return reply.error(error_line(err))
+            except Exception as bug:  # never let one command take the server down
                 log.exception("internal error in %r", spec.name)
-                return reply.error(f"ERR internal error: {type(exc).__name__}: {exc}")
+                return reply.error(f"ERR internal error: {type(bug).__name__}: {bug}")
         if not self.authed and "noauth" not in spec.flags:
             self.multi_error = self.multi is not None
             return NOAUTH
@@ -293,11 +293,11 @@ class Conn(asyncio.Protocol):
             return spec.handler(self, args)
         except CommandError as exc:
             return reply.error(str(exc))
-        except errors.Error as exc:
-            return reply.error(error_line(exc))
-        except Exception as exc:  # never let one command take the server down
+        except errors.Error as err:
+            return reply.error(error_line(err))
+        except Exception as bug:  # never let one command take the server down
             log.exception("internal error in %r", spec.name)
-            return reply.error(f"ERR internal error: {type(exc).__name__}: {exc}")
+            return reply.error(f"ERR internal error: {type(bug).__name__}: {bug}")
 
     # -- helpers for handlers -------------------------------------------------------
     @property

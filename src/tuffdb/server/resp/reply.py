@@ -8,7 +8,7 @@ for the socket; containers take already-encoded elements.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -46,9 +46,9 @@ def array(items: Sequence[bytes]) -> bytes:
 class Resp2:
     """Encoder for RESP2 connections."""
 
-    proto = 2
-    null = b"$-1\r\n"
-    null_array = b"*-1\r\n"
+    proto: ClassVar[int] = 2
+    null: ClassVar[bytes] = b"$-1\r\n"
+    null_array: ClassVar[bytes] = b"*-1\r\n"
 
     @staticmethod
     def bulks(values: Sequence[bytes | None]) -> bytes:
@@ -89,9 +89,9 @@ class Resp2:
 class Resp3(Resp2):
     """Encoder for connections that sent ``HELLO 3``."""
 
-    proto = 3
-    null = b"_\r\n"
-    null_array = b"_\r\n"
+    proto: ClassVar[int] = 3
+    null: ClassVar[bytes] = b"_\r\n"
+    null_array: ClassVar[bytes] = b"_\r\n"
 
     @staticmethod
     def bulks(values: Sequence[bytes | None]) -> bytes:
