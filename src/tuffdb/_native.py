@@ -42,6 +42,8 @@ HOT_MODULES = (
     "tuffdb/server/resp/table.py",
     "tuffdb/server/resp/commands/strings.py",
     "tuffdb/server/loop_rounds.py",
+    "tuffdb/kv/store.py",
+    "tuffdb/kv/hot_tier.py",
     "tuffdb/events/codec.py",
     "tuffdb/events/writer.py",
     "tuffdb/events/tag_index.py",

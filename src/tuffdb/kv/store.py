@@ -58,14 +58,9 @@ SCAN_CHUNK = 256  # first chunk of keys an ordered scan takes under the lock
 assert (SEGMENT_SHIFT, BLOCK_SHIFT, BLOCK_BITS, VALUE_BITS, OFFSET_BITS) == (80, 48, 32, 28, 20)
 
 
-class _ClosedIndex(dict):  # type: ignore[type-arg]
-    """The read chain of a closed store: any lookup raises ClosedError."""
-
-    def get(self, *_: object) -> Any:  # type: ignore[override]
-        raise ClosedError("the store is closed; open it again")
-
-
-_CLOSED_INDEX = _ClosedIndex()
+# What the API takes (and converts to bytes: a str key is UTF-8 encoded).
+KeyLike = bytes | bytearray | memoryview | str
+ValueLike = bytes | bytearray | memoryview
 
 
 def _as_bytes(x: Any, what: str) -> bytes:
@@ -210,7 +205,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         return int(self._clock() * 1000)
 
     # -- writes --------------------------------------------------------------------------
-    def put(self, key: bytes, value: bytes, ttl: float | None = None, *,
+    def put(self, key: KeyLike, value: ValueLike, ttl: float | None = None, *,
             sync: bool | None = None) -> None:
         """Store ``value`` under ``key``, optionally expiring after ``ttl`` seconds
         (``ttl <= 0``: already expired, so the key is deleted).
@@ -289,7 +284,8 @@ class KVStore(MutableMapping[bytes, bytes]):
         if seg.expiry:
             seg.expiry.pop(key, None)
 
-    def put_many(self, items: Iterable[tuple[bytes, bytes]] | Mapping[bytes, bytes],
+    def put_many(self, items: Iterable[tuple[KeyLike, ValueLike]] | Mapping[bytes, ValueLike]
+                 | Mapping[str, ValueLike],
                  ttl: float | None = None, *, sync: bool | None = None) -> None:
         """Store many pairs atomically: one lock round, one hot segment, one group commit.
 
@@ -299,10 +295,10 @@ class KVStore(MutableMapping[bytes, bytes]):
         if ttl is not None and ttl <= 0:  # expired on arrival: the keys end up absent
             self.delete_many([k for k, _ in pairs], sync=sync)
             return
-        norm = []
-        for k, v in pairs:
-            k = k if type(k) is bytes else _as_bytes(k, "key")
-            v = v if type(v) is bytes else _as_bytes(v, "value")
+        norm: list[tuple[bytes, bytes]] = []
+        for rk, rv in pairs:
+            k = rk if type(rk) is bytes else _as_bytes(rk, "key")
+            v = rv if type(rv) is bytes else _as_bytes(rv, "value")
             if len(k) > MAX_KEY_SIZE or len(v) > MAX_VALUE_SIZE:
                 self._too_big(k, v)
             norm.append((k, v))
@@ -330,11 +326,11 @@ class KVStore(MutableMapping[bytes, bytes]):
         if sync or (sync is None and self._durability == "always"):
             self._wait(ticket)
 
-    def delete(self, key: bytes, *, sync: bool | None = None) -> bool:
+    def delete(self, key: KeyLike, *, sync: bool | None = None) -> bool:
         """Remove ``key``; True if it existed. Writes a tombstone only when it existed."""
         return self.delete_many((key,), sync=sync) == 1
 
-    def delete_many(self, keys: Iterable[bytes], *, sync: bool | None = None) -> int:
+    def delete_many(self, keys: Iterable[KeyLike], *, sync: bool | None = None) -> int:
         """Remove keys; return how many existed."""
         ks = [k if type(k) is bytes else _as_bytes(k, "key") for k in keys]
         n = 0
@@ -430,12 +426,15 @@ class KVStore(MutableMapping[bytes, bytes]):
         return recovery.write_wal_batches(self, work)
 
     # -- reads ---------------------------------------------------------------------------
-    def get(self, key: bytes, default: Any = None) -> Any:
+    def get(self, key: KeyLike, default: Any = None) -> Any:
         """The value stored under ``key``, or ``default`` (None).
 
-        After close() the read chain is a single index whose ``get`` raises ClosedError, so
-        the fast path needs no closed check of its own.
+        :raises ClosedError: after close() began.
         """
+        if self._closed:
+            self._require_open()
+        if type(key) is not bytes:
+            key = _as_bytes(key, "key")
         self._reads += 1
         if self._expiry:
             exp = self._expiry.get(key)
@@ -510,6 +509,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         chain snapshot is found in the keydir read after it; a key whose block left the
         cache (or whose segment a merge retired) takes :meth:`get`'s full path.
         """
+        self._require_open()
         keys = keys if isinstance(keys, list) else list(keys)
         self._reads += len(keys)
         if self._expiry:
@@ -720,7 +720,7 @@ class KVStore(MutableMapping[bytes, bytes]):
             raise NotFoundError(key)
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, (bytes, str)) and self.get(key) is not None  # type: ignore[arg-type]
+        return isinstance(key, (bytes, str)) and self.get(key) is not None
 
     # -- server hooks ----------------------------------------------------------------------
     @property
@@ -851,7 +851,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         if self._spares is not None:
             self._spares.discard()
         with self._lock:
-            self._chain = (_CLOSED_INDEX,)
+            self._chain = ({},)  # frees the hot tier; every read checks _closed first
         for seg in list(self._open_segs.values()):
             seg.close()
         self._cache.clear()

@@ -12,8 +12,8 @@ replies of 1 KiB or more are gzipped when the client accepts gzip.
 from __future__ import annotations
 
 import asyncio
-import gzip
 import functools
+import gzip
 import json
 from collections import deque
 from dataclasses import dataclass, field
