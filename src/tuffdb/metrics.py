@@ -24,7 +24,7 @@ class Counter:
     def __init__(self, name: str, help_: str) -> None:
         self.name = name
         self.help = help_
-        self.value = 0
+        self.value: float = 0
 
     def inc(self, n: float = 1) -> None:
         self.value += n

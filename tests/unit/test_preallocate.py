@@ -104,3 +104,35 @@ def test_filler_never_lands_on_frames_under_concurrent_writers_and_rolls(
         assert store.recovery.bytes_dropped == 0
         assert [(e.position, e.event.tags, e.event.data) for e in store.read()] == expected
         assert store.check(deep=True) == []
+
+
+def test_a_failing_filler_stops_quietly_and_the_writer_grows_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    real = os.pwrite
+
+    def full_disk(fd: int, data: Any, offset: int) -> int:
+        if threading.current_thread().name == "tuffdb-prealloc":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data, offset)
+
+    died: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: died.append(args.exc_value))
+    monkeypatch.setattr(os, "pwrite", full_disk)
+    with EventStore.open(tmp_path, preallocate_bytes=256 << 10) as store:
+        pre = store._log._pre
+        first = store.append(_events(10, "a"))
+        pre.wake()
+        pre._thread.join(timeout=30)
+        assert not pre._thread.is_alive()
+        assert isinstance(pre.failed, OSError)
+        assert died == []  # it stopped on the error (and logged it) instead of crashing
+        last = store.append(_events(400, "b"), AppendCondition(Query([QueryItem([], ["b"])]), 0))
+        assert last == first + 400
+    with EventStore.open(tmp_path) as store:
+        assert store.head() == last
+        assert [e.event.data for e in store.read()] == [
+            ev.data for ev in _events(10, "a") + _events(400, "b")]

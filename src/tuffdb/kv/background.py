@@ -105,7 +105,7 @@ def spill(store: KVStore, seg: HotSegment) -> None:
         vals = list(seg.index.values())
         if TOMBSTONE in vals:
             vals = [None if v is TOMBSTONE else v for v in vals]
-        cold, entries = write_segment(store._dir, seg.id, seg.id, keys, vals, seg.expiry,
+        cold, entries = write_segment(store._dir, seg.id, seg.id, keys, vals, seg.expiry,  # type: ignore[arg-type]
                                       store._codec)
         locs = entries.locations(seg.id)
         if None in vals:

@@ -104,7 +104,7 @@ def write_segment(
     tombs = [i for i, v in enumerate(values) if v is None] if None in values else []
     vals = [b"" if v is None else v for v in values] if tombs else values
     klens = np.fromiter(map(len, keys), dtype=np.int64, count=n)
-    vlens = np.fromiter(map(len, vals), dtype=np.int64, count=n)
+    vlens = np.fromiter(map(len, vals), dtype=np.int64, count=n)  # type: ignore[arg-type]
     ops = np.full(n, OP_PUT, dtype=np.uint8)
     if tombs:
         ops[tombs] = OP_DELETE
@@ -141,7 +141,7 @@ def write_segment(
         pos = SEGMENT_HEADER_SIZE
         index = np.zeros(nblocks, dtype=BLOCK_INDEX_DTYPE)
         for b in range(nblocks):
-            raw = b"".join(parts[3 * bounds[b] : 3 * bounds[b + 1]])
+            raw = b"".join(parts[3 * bounds[b] : 3 * bounds[b + 1]])  # type: ignore[arg-type]
             flags, data = codec.encode(raw)
             fh = frame_header(Kind.KV_BLOCK, data, flags)
             out.append(fh)

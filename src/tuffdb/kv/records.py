@@ -59,7 +59,7 @@ def encode_pending(pairs: list[object], mixed: bool) -> bytes:
     keys = pairs[0::2]
     vals = pairs[1::2]
     if not mixed:
-        hdrs = list(map(RECORD.pack, repeat(OP_PUT, len(keys)), map(len, keys), map(len, vals)))
+        hdrs = list(map(RECORD.pack, repeat(OP_PUT, len(keys)), map(len, keys), map(len, vals)))  # type: ignore[arg-type]
         return b"".join(chain.from_iterable(zip(hdrs, keys, vals)))  # type: ignore[arg-type]
     parts: list[bytes] = []
     for k, v in zip(keys, vals):

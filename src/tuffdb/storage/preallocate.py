@@ -79,7 +79,7 @@ class Preallocator:
                     pass  # one piece per lock hold, so a crossing append waits for one piece
             except OSError as exc:  # not fatal: the writer grows the file itself
                 self.failed = exc
-                _log.warning("preallocation stopped: %s", exc)
+                _log.warning("preallocation stopped", error=str(exc))
                 return
 
     def _fill_one(self) -> bool:
