@@ -320,6 +320,22 @@ def tuffdb_build() -> str:
     return "mypyc" if tuffdb._native.active is not None else "python"  # noqa: SLF001
 
 
+def ensure_native_build() -> None:
+    """Benchmark what ``tuffdb serve`` runs: if no compiled build is active (and
+    ``TUFFDB_NATIVE`` is not ``0``), build it and re-run this command so ``import tuffdb``
+    activates it. Without a C compiler the run goes on pure, and says so in its record."""
+    import tuffdb  # noqa: PLC0415
+
+    if tuffdb._native.active is not None or os.environ.get("TUFFDB_NATIVE") == "0":  # noqa: SLF001
+        return
+    try:
+        tuffdb._native.build()  # noqa: SLF001
+    except (RuntimeError, OSError) as exc:
+        print(f"bench: no compiled build ({exc}); measuring pure Python", file=sys.stderr)
+        return
+    os.execv(sys.executable, [sys.executable, *sys.argv])
+
+
 def environment(data_dir: str | os.PathLike[str], packages: Iterable[str] = ()) -> dict[str, Any]:
     """The environment manifest of a run set (PROTOCOL.md section 1.6 and section 4)."""
     fs = filesystem_of(data_dir)

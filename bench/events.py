@@ -37,9 +37,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, fsync_probe, latency_summary, write_json  # noqa: E402
-
 import umadb  # noqa: E402
+from _common import (  # noqa: E402
+    ensure_native_build,
+    environment,
+    fsync_probe,
+    latency_summary,
+    write_json,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 STORE_CPU, LOAD_CPU = 0, 1
@@ -403,6 +408,7 @@ def main() -> None:
                    help="comma-separated subset of the server workloads (default: all): "
                         "b512-w16,b64-w16,b1-w64,sel-single,full (smoke: b64-w4,b1-w8,...)")
     args = p.parse_args()
+    ensure_native_build()
     args.write_matrix = [("b512-w16", 512, 16), ("b64-w16", 64, 16), ("b1-w64", 1, 64)]
     args.read_events, args.read_streams = 50_000, 5_000
     args.single_readers, args.scan_readers, args.embedded_writers = 16, 4, 4

@@ -46,6 +46,7 @@ from _common import (
     REPO,
     bench_dir,
     check_real_disk,
+    ensure_native_build,
     environment,
     fsync_probe,
     spread,
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(OUT_DIR))
     ap.add_argument("--plot-only", action="store_true")
     args = ap.parse_args(argv)
+    ensure_native_build()
     out = Path(args.out)
     if args.plot_only:
         render(json.loads((out / "latest.json").read_text()), out.parent)

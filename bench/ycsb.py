@@ -74,6 +74,7 @@ from typing import Any
 from _common import (
     REPO,
     bench_dir,
+    ensure_native_build,
     environment,
     fsync_probe,
     latency_summary,
@@ -539,6 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", default=str(REPO / "bench" / "results" / "tmp"))
     p.add_argument("--out", default=str(REPO / "docs" / "benchmarks" / "ycsb-raw"))
     args = p.parse_args(argv)
+    ensure_native_build()
     args.threads = [int(t) for t in args.threads.split(",")]
     if (os.cpu_count() or 1) < 2:
         args.server_cpu = args.client_cpu = None
