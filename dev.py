@@ -61,11 +61,12 @@ def _ensure_debian_packages() -> None:
     subprocess.run(["service", "redis-server", "stop"], check=False, capture_output=True)
 
 
-def _native_build() -> bool:
-    """Compile the hot modules (mypyc); False, with a line saying why, if that cannot be."""
+def _native_build() -> bool | None:
+    """Compile the hot modules (mypyc): True when built, None when there is no C
+    compiler (pure Python only, said once), False when the compiler rejected the source."""
     if not (shutil.which("cc") or shutil.which("gcc")):
         print("dev.py: no C compiler found: running the pure-Python package only")
-        return False
+        return None
     return _run(VENV / "bin" / "tuffdb", "native", "build", check=False) == 0
 
 
@@ -90,7 +91,11 @@ def main() -> int:
     _ensure_venv("test")
     _ensure_debian_packages()
     rc = _pytest(rest, "0")
-    if _native_build():
+    built = _native_build()
+    if built is False:  # a compiler is here and the source no longer compiles: a failure
+        print("dev.py: the compiled build failed (tuffdb native build -v shows why)")
+        return rc or 1
+    if built:
         rc = _pytest(rest, "1") or rc
     return rc
 
