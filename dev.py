@@ -62,10 +62,18 @@ def _ensure_debian_packages() -> None:
 
 
 def _native_build() -> bool | None:
-    """Compile the hot modules (mypyc): True when built, None when there is no C
-    compiler (pure Python only, said once), False when the compiler rejected the source."""
+    """Compile the hot modules (mypyc): True when built, None when the C toolchain is
+    missing (a compiler, Python's headers: pure Python only, said once), False when the
+    compiler rejected the source."""
     if not (shutil.which("cc") or shutil.which("gcc")):
         print("dev.py: no C compiler found: running the pure-Python package only")
+        return None
+    include = subprocess.run(
+        [str(PY), "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"],
+        capture_output=True, text=True, check=False).stdout.strip()
+    if not (Path(include) / "Python.h").exists():
+        print(f"dev.py: no Python headers ({include}/Python.h; e.g. Debian's python3-dev):"
+              " running the pure-Python package only")
         return None
     return _run(VENV / "bin" / "tuffdb", "native", "build", check=False) == 0
 
