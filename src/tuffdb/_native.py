@@ -128,7 +128,6 @@ def build(*, quiet: bool = True) -> Path:
         out = subprocess.run(
             [sys.executable, "-m", "mypyc", "--config-file", "mypy.ini", *HOT_MODULES],
             cwd=work, capture_output=quiet, text=True, check=False,
-            env={**os.environ, "TUFFDB_NATIVE": "0"},
         )
         if out.returncode:
             detail = (out.stdout or "") + (out.stderr or "") if quiet else ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
 import warnings
 from pathlib import Path
@@ -109,9 +111,6 @@ def test_filler_never_lands_on_frames_under_concurrent_writers_and_rolls(
 def test_a_failing_filler_stops_quietly_and_the_writer_grows_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import errno  # noqa: PLC0415
-    import os  # noqa: PLC0415
-
     real = os.pwrite
 
     def full_disk(fd: int, data: Any, offset: int) -> int:

@@ -35,7 +35,7 @@ from tuffdb.server.umadb_service import (
     GRACE_SECONDS,
     DCBService,
     HealthService,
-    _methods,
+    methods,
     on_error,
 )
 from tuffdb.storage.codec import load_key
@@ -78,7 +78,7 @@ class UmaDBFace:
         if writer.native_id is not None:
             batch_thread(writer.native_id)
         server = GrpcServer(
-            _methods(self._svc, self._health), on_error, max_message=wire.MAX_REQUEST_BYTES
+            methods(self._svc, self._health), on_error, max_message=wire.MAX_REQUEST_BYTES
         )
         ctx = tls_context(*self.tls) if self.tls else None
         self.bound_port = await server.start(self.host, self.port, ctx)

@@ -270,7 +270,7 @@ class HealthService:
             yield self.parked.park(call)
 
 
-def _methods(svc: DCBService, health: HealthService) -> dict[str, Method]:
+def methods(svc: DCBService, health: HealthService) -> dict[str, Method]:
     dcb = {
         "Read": Method(STREAM, svc.read),
         "Subscribe": Method(STREAM, svc.subscribe),
