@@ -14,8 +14,9 @@ grew" in between.
 Handing only the fsync to a thread, so the loop could serve other clients meanwhile,
 measured slower on this 2-core machine for RESP ``always`` SET (redis-benchmark -P 1, all
 writes): the thread wake-ups and GIL hand-offs cost more CPU per round than the fsync
-wait they hide. For a mixed load the other way wins: the ekoDB HTTP face keeps the
-committer thread, since an fsync on the loop stalls every read behind it (YCSB A/8).
+wait they hide. The ekoDB HTTP face's mixed loads measured the same way round once the
+round waited for the extra passes (YCSB A/8 and F/8; ``App.durable`` has the figures):
+the committer thread's wake-ups queue behind the busy loop on the server's one core.
 """
 
 from __future__ import annotations
