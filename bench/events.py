@@ -205,16 +205,21 @@ class Window:
                     return
 
         threads = [threading.Thread(target=work, args=(i,)) for i in range(workers)]
+        wall0, cpu0 = time.perf_counter(), time.process_time()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        busy = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
         total = sum(counts)
         return {
             "events": total,
             "events_per_s": total / self.duration,
             "errors": sum(errors),
             "latency": latency_summary(x for lst in lats for x in lst),
+            # This process's CPU (every thread; warm-up included) over the run's wall time:
+            # near 100 on the one pinned core means the client, not the store, set the pace.
+            "load_cpu_percent": 100 * busy,
         }
 
 
@@ -381,7 +386,7 @@ def _fmt(r: dict[str, Any]) -> str:
     lat = r.get("latency", {}) or {}
     p = lat.get("percentiles") or {}
     return (f"{r['events_per_s']:,.0f} ev/s errors={r['errors']} n={lat.get('n')} "
-            f"p50={p.get('p50')} p99={p.get('p99')}")
+            f"p50={p.get('p50')} p99={p.get('p99')} load_cpu={r['load_cpu_percent']:.0f}%")
 
 
 def ratios(results: dict[str, Any]) -> dict[str, float]:

@@ -4,7 +4,8 @@
     python bench/plot_events.py docs/benchmarks/events-raw/<run>.json
 
 Writes ``<run>.png`` (events/s per workload, tuffdb beside UmaDB) and prints a markdown table
-with events/s, p50/p99 latency (suppressed when N < 1000), errors and the tuffdb/UmaDB ratio.
+with events/s, p50/p99 latency (suppressed when N < 1000), errors, the store's and the
+load generator's CPU, and the tuffdb/UmaDB ratio.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import Any
 
 def table(run: dict[str, Any]) -> str:
     res = run["results"]
-    rows = ["| workload | store | events/s | p50 ms | p99 ms | N | errors | ratio vs UmaDB |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| workload | store | events/s | p50 ms | p99 ms | N | errors | store CPU % | "
+            "load generator CPU % | ratio vs UmaDB |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     ratios = run.get("ratios_tuffdb_over_umadb", {})
     for key in sorted(res):
         r = res[key]
@@ -30,9 +32,16 @@ def table(run: dict[str, Any]) -> str:
         p50 = f"{p['p50'] / 1000:.2f}" if "p50" in p else "-"
         p99 = f"{p['p99'] / 1000:.2f}" if "p99" in p else "-"
         ratio = f"{ratios[wl]:.2f}x" if store == "tuffdb" and wl in ratios else ""
+        store_cpu = (r.get("store") or {}).get("cpu_percent_avg")
+        load_cpu = r.get("load_cpu_percent")  # runs before it was recorded have none
         rows.append(f"| {wl} | {store} | {r['events_per_s']:,.0f} | {p50} | {p99} | "
-                    f"{lat.get('n', '-')} | {r.get('errors', 0)} | {ratio} |")
+                    f"{lat.get('n', '-')} | {r.get('errors', 0)} | {_pct(store_cpu)} | "
+                    f"{_pct(load_cpu)} | {ratio} |")
     return "\n".join(rows)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0f}"
 
 
 def plot(run: dict[str, Any], dest: Path) -> None:
