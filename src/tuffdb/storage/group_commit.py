@@ -44,7 +44,14 @@ class GroupCommitter:
         self._write = write
         self._poison = poison
         self._interval_s = interval_s
-        self._cv = threading.Condition(threading.Lock())
+        mu = threading.Lock()
+        # Two conditions over one lock: ``_cv`` tells waiters that a round finished or its
+        # leader left; ``_work`` tells the committer thread that a round is wanted. A round
+        # run by a leader (a server loop closing its pass) then wakes nobody who does not
+        # care: notifying one shared condition woke the idle committer thread after every
+        # such round, a context switch and a GIL hand-off each time on a one-core server.
+        self._cv = threading.Condition(mu)
+        self._work = threading.Condition(mu)
         self._started = 0  # rounds started (drained)
         self._durable = 0  # rounds completed and fsynced
         self._urgent = False
@@ -107,24 +114,25 @@ class GroupCommitter:
             else:
                 self._futures.append((ticket, fut))
                 self._urgent = True
-                self._cv.notify_all()
+                self._work.notify()
         return fut
 
     def kick(self) -> None:
         with self._cv:
             self._urgent = True
-            self._cv.notify_all()
+            self._work.notify()
 
     def set_interval(self, interval_s: float | None) -> None:
         with self._cv:
             self._interval_s = interval_s
-            self._cv.notify_all()
+            self._work.notify()
 
     def close(self) -> None:
         """Run a final round, stop the thread."""
         with self._cv:
             self._closing = True
             self._urgent = True
+            self._work.notify()
             self._cv.notify_all()
         self._thread.join()
 
@@ -142,12 +150,12 @@ class GroupCommitter:
             with self._cv:
                 while not self._urgent:
                     if self._interval_s is None:
-                        self._cv.wait()
+                        self._work.wait()
                         continue
                     delay = next_tick - time.monotonic()
                     if delay <= 0:
                         break
-                    self._cv.wait(delay)
+                    self._work.wait(delay)
                 self._urgent = False
                 closing = self._closing
             if self._interval_s is not None:
