@@ -90,6 +90,9 @@ def run_script(port: int, script: list[tuple[str, ...]]) -> list[bytes]:
 
 
 def compare(servers: tuple[int, int], script: list[tuple[str, ...]]) -> None:
+    # The two servers run the script one after the other, so a reply that depends on the
+    # wall clock (TTL after an absolute EXPIREAT) may not appear in a script: it would
+    # differ by one whenever the two runs straddle a rounding boundary.
     ours = run_script(servers[0], script)
     theirs = run_script(servers[1], script)
     for cmd, a, b in zip(script, ours, theirs, strict=True):
@@ -144,7 +147,7 @@ SCRIPTS: dict[str, list[tuple[str, ...]]] = {
         ("TTL", "s"), ("EXPIRE", "s", "10", "NX", "XX"), ("EXPIRE", "s", "10", "GT", "LT"),
         ("EXPIRE", "s", "10", "FOO"), ("EXPIRE", "zz", "10"), ("PERSIST", "s"), ("PERSIST", "s"),
         ("TTL", "s"), ("TTL", "zz"), ("PTTL", "zz"), ("PTTL", "s"), ("EXPIRE", "s", "x"),
-        ("EXPIREAT", "s", "99999999999"), ("TTL", "s"), ("PEXPIRE", "s", "-1"), ("EXISTS", "s"),
+        ("EXPIREAT", "s", "99999999999"), ("PERSIST", "s"), ("PEXPIRE", "s", "-1"), ("EXISTS", "s"),
         ("SET", "t", "1"), ("EXPIRE", "t", "10", "LT"), ("TTL", "t"), ("RENAME", "t", "u"),
         ("TTL", "u"), ("GET", "t"), ("RENAME", "t", "u"), ("RENAME", "u", "u"),
         ("RENAMENX", "u", "u"), ("SET", "v", "1"), ("RENAMENX", "u", "v"), ("RENAMENX", "u", "w"),
