@@ -4,8 +4,9 @@
     python bench/plot_events.py docs/benchmarks/events-raw/<run>.json
 
 Writes ``<run>.png`` (events/s per workload, tuffdb beside UmaDB) and prints a markdown table
-with events/s, p50/p99 latency (suppressed when N < 1000), errors, the store's and the
-load generator's CPU, and the tuffdb/UmaDB ratio.
+with events/s, p50/p99 latency (suppressed when N < 1000), errors, the store's CPU, the
+load process's CPU (the load generator; for an embedded cell the store and its writers,
+one process), and the tuffdb/UmaDB ratio.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 def table(run: dict[str, Any]) -> str:
     res = run["results"]
     rows = ["| workload | store | events/s | p50 ms | p99 ms | N | errors | store CPU % | "
-            "load generator CPU % | ratio vs UmaDB |",
+            "load process CPU % | ratio vs UmaDB |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     ratios = run.get("ratios_tuffdb_over_umadb", {})
     for key in sorted(res):

@@ -118,12 +118,12 @@ class GroupCommitter:
         return fut
 
     def kick(self) -> None:
-        with self._cv:
+        with self._work:
             self._urgent = True
             self._work.notify()
 
     def set_interval(self, interval_s: float | None) -> None:
-        with self._cv:
+        with self._work:
             self._interval_s = interval_s
             self._work.notify()
 
