@@ -58,10 +58,13 @@ HOT_MODULES = (
     "tuffdb/server/ekodb_data.py",
     "tuffdb/server/ekodb_sse.py",  # its Takeover subclasses ekodb_proto.Response
     "tuffdb/server/ekodb_wire.py",
+    "tuffdb/server/ekodb_read_cache.py",
     "tuffdb/storage/codec.py",
     "tuffdb/documents/codec.py",
     "tuffdb/documents/wire.py",
     "tuffdb/documents/shape.py",
+    "tuffdb/documents/collection.py",
+    "tuffdb/documents/database.py",
     "tuffdb/documents/write_lock.py",
 )
 KEEP_BUILDS = 3  # builds of other sources (another checkout, a branch) are kept a while

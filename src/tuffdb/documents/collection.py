@@ -72,25 +72,37 @@ class Collection(CollectionMeta):
 
     # --- reading ----------------------------------------------------------------------
     def _decode(self, rid: str, data: bytes) -> dict[str, Any] | None:
+        return self.decode_stored(rid, data)[0]
+
+    def decode_stored(self, rid: str, data: bytes) -> tuple[dict[str, Any] | None, bool]:
+        """The record :meth:`stored` returned as ``data`` (None if it expired), and whether
+        it is a function of those bytes alone (no TTL: the clock plays no part)."""
         fields, ttl, touch = codec.unpack_record(data)
+        if ttl is None:
+            return {"id": rid, **fields}, True
         expiry = fields.get("ttl")
-        if ttl is not None and isinstance(expiry, dt.datetime) and expiry <= _now():
-            return None  # expired; the store drops it on its own schedule
-        if touch and ttl is not None:
+        if isinstance(expiry, dt.datetime) and expiry <= _now():
+            return None, False  # expired; the store drops it on its own schedule
+        if touch:
             fields["ttl"] = _now() + dt.timedelta(seconds=ttl)
             self.db.kv.put(self._key(rid), codec.pack_record(fields, ttl, touch), ttl=ttl,
                            sync=self.db.sync)
-        return {"id": rid, **fields}
+        return {"id": rid, **fields}, False
 
     def _key(self, rid: str) -> bytes:
         return self._prefix + rid.encode()
 
     def load(self, rid: str) -> dict[str, Any] | None:
         """The record ``rid`` or None (no projection, no error)."""
+        data = self.stored(rid)
+        return None if data is None else self._decode(rid, data)
+
+    def stored(self, rid: str) -> bytes | None:
+        """Record ``rid``'s bytes as stored, undecoded (see :meth:`decode_stored`), or None."""
         if not isinstance(rid, str) or "\x00" in rid:
             return None
-        data = self.db.kv.get(self._key(rid))
-        return None if data is None else self._decode(rid, data)
+        data: bytes | None = self.db.kv.get(self._key(rid))
+        return data
 
     def _scan(self) -> Iterator[dict[str, Any]]:
         n = len(self._prefix)

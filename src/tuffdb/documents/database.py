@@ -103,7 +103,8 @@ class Database:
                     self._collections[name] = coll
         return coll
 
-    __getitem__ = collection
+    def __getitem__(self, name: str) -> Collection:
+        return self.collection(name)
 
     def collections(self) -> list[str]:
         """Names of the collections that exist (have metadata), sorted."""

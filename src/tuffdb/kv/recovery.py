@@ -185,6 +185,48 @@ def write_wal_batches(
 ) -> int:
     """Committer thread: append each segment's pending records as one frame, fsync, and
     close the logs of sealed segments. Returns the number of records written."""
+    staged = stage_wal_batches(store, work)
+    for wal in staged.touched:
+        wal.sync()
+    staged.finish()
+    return staged.records
+
+
+class StagedWal:
+    """A round's frames appended to its logs but not yet fsynced (:func:`stage_wal_batches`):
+    fsync ``syncs`` (each ``(fd, data_only)``) by any means, then call :meth:`finish`."""
+
+    def __init__(self, store: KVStore, touched: list[LogFile], finished: list[HotSegment],
+                 records: int) -> None:
+        self.store, self.touched, self.finished, self.records = store, touched, finished, records
+
+    @property
+    def syncs(self) -> list[tuple[int, bool]]:
+        return [req for wal in self.touched if (req := wal.sync_request()) is not None]
+
+    def finish(self, *, synced: bool = False) -> None:
+        """After the fsyncs (``synced``: done outside LogFile.sync, e.g. by AIO): count
+        the records, close the logs of sealed segments, drop logs already spilled."""
+        if synced:
+            for wal in self.touched:
+                wal.mark_synced()
+        if self.records:
+            metrics.KV_PUTS.inc(self.records)
+        store = self.store
+        for seg in self.finished:
+            if seg.wal is not None:
+                seg.wal.close()
+            with store._lock:
+                seg.pending = None
+                doomed = seg.spilled and seg.wal_path is not None
+            if doomed:
+                remove_quietly([seg.wal_path])  # type: ignore[list-item]
+
+
+def stage_wal_batches(
+    store: KVStore, work: list[tuple[HotSegment, list[object] | None, bool]]
+) -> StagedWal:
+    """Append each segment's pending records as one frame (no fsync)."""
     codec = store._codec
     touched: list[LogFile] = []
     finished: list[HotSegment] = []
@@ -211,16 +253,4 @@ def write_wal_batches(
             records += len(chunks) // 2
         if final:
             finished.append(seg)
-    for wal in touched:
-        wal.sync()
-    if records:
-        metrics.KV_PUTS.inc(records)
-    for seg in finished:
-        if seg.wal is not None:
-            seg.wal.close()
-        with store._lock:
-            seg.pending = None
-            doomed = seg.spilled and seg.wal_path is not None
-        if doomed:
-            remove_quietly([seg.wal_path])  # type: ignore[list-item]
-    return records
+    return StagedWal(store, touched, finished, records)

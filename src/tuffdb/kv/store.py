@@ -174,6 +174,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         self._committer = GroupCommitter(
             lock=self._lock, drain=self._drain, write=self._write_drained, poison=self._poison,
             interval_s=self._commit_interval(), name="tuffdb-kv-commit",
+            stage=self._stage_drained,
         )
         self._bg = threading.Thread(target=background.run, args=(self,), name="tuffdb-kv-bg",
                                     daemon=True)
@@ -424,6 +425,9 @@ class KVStore(MutableMapping[bytes, bytes]):
 
     def _write_drained(self, work: list[tuple[HotSegment, list[object] | None, bool]]) -> int:
         return recovery.write_wal_batches(self, work)
+
+    def _stage_drained(self, work: list[tuple[HotSegment, list[object] | None, bool]]) -> Any:
+        return recovery.stage_wal_batches(self, work)
 
     # -- reads ---------------------------------------------------------------------------
     def get(self, key: KeyLike, default: Any = None) -> Any:
@@ -765,6 +769,24 @@ class KVStore(MutableMapping[bytes, bytes]):
             self.when_durable(ticket).result()
             return
         self._committer.wait(ticket, gather=False)
+
+    def begin_round(self, settle: Callable[[], None]) -> tuple[int, Any] | None:
+        """A group-commit round whose fsync the caller does (see
+        :meth:`GroupCommitter.begin_round`): ``(round, staged)`` with ``staged.syncs``
+        to fsync, then ``staged.finish(synced=True)`` and :meth:`end_round`. None when
+        nothing is logged or a round is running: use :meth:`wait_durable` then."""
+        self._require_open()
+        if not self._logged:
+            return None
+        return self._committer.begin_round(settle)
+
+    def end_round(self, number: int, staged: Any, error: BaseException | None) -> None:
+        if error is None:
+            try:
+                staged.finish(synced=True)
+            except Exception as exc:  # noqa: BLE001 - closing a sealed log failed: poison
+                error = exc
+        self._committer.end_round(number, staged.records, error)
 
     def set_durability(self, mode: str, interval_ms: int | None = None) -> None:
         """Change durability live; the active segment is sealed when logging turns on/off."""

@@ -34,6 +34,7 @@ from tuffdb.errors import (
 from tuffdb.security.auth import jwt_decode
 from tuffdb.server import ekodb_wire as ew
 from tuffdb.server.ekodb_proto import Request, Response, error_response
+from tuffdb.server.ekodb_read_cache import ReadCache
 from tuffdb.server.loop_rounds import LoopRounds
 
 if TYPE_CHECKING:
@@ -116,10 +117,11 @@ class App:
         self.save_settings = save_settings
         self.transactions: dict[str, Transaction] = {}
         self._tokens: dict[str, tuple[str, float]] = {}  # verified JWT -> (key id, expiry)
+        self.reads = ReadCache()  # encoded by-id replies (ekodb_read_cache.py)
         self.routes: list[tuple[str, tuple[str, ...], Handler, str]] = []
         self._by_shape: dict[tuple[str, int], list[tuple[str, tuple[str, ...], Handler, str]]] = {}
         self._windows: dict[str, tuple[int, int]] = {}
-        self._rounds = LoopRounds(db.kv)  # durable_operations: group commit per loop pass
+        self._rounds = LoopRounds(db.kv, aio=True)  # durable_operations: a round per pass
         from tuffdb.server import (  # noqa: PLC0415 - they import App
             ekodb_admin,
             ekodb_data,
@@ -217,17 +219,22 @@ class App:
         self.durable().add_done_callback(done)  # type: ignore[attr-defined]
         return out
 
+    def close(self) -> None:
+        """Settle the durable round in flight (before the database closes)."""
+        self._rounds.close()
+
     def durable(self) -> Awaitable[None]:
         """Done once every write made so far is durable.
 
-        With a write-ahead log, the writes of one loop pass share one round that the
-        loop thread writes and fdatasyncs itself once the pass is done (loop_rounds.py,
-        as the RESP face does). Handing the round to the committer thread instead lets
-        reads run during the sync, but on the one core the server gets the committer's
-        wake-ups wait behind the loop (fdatasync took p50 188 us / p90 1.4 ms in that
-        thread under YCSB A/8, against ~90 us alone) and measured slower (A/B, same
-        session, pure build, wrk YCSB durable tier: A/8 9.1k/8.9k -> 9.7k/9.9k ops/s,
-        F/8 7.2k/7.5k -> 7.8k/8.5k, A/1 unchanged, server core 89% -> 80% busy).
+        With a write-ahead log, the writes of one loop pass share one round, written by
+        the loop thread once the pass is done (loop_rounds.py, as the RESP face does) and
+        fsynced through Linux AIO: the loop goes on serving while the fsync runs and the
+        next round gathers meanwhile. Inline (the loop waiting in fdatasync) the rare
+        writes of YCSB B/8 stopped every reader for each fsync; A/B on the compiled build,
+        durable tier, wrk, 2 reps, AIO vs inline: B/8 25.0k/24.0k vs 16.3k/17.6k ops/s,
+        A/8 12.0k/10.3k vs 8.7k/8.2k, F/8 9.1k/9.2k vs 8.0k/6.9k, A/1 3.2k/3.1k vs
+        2.9k/2.6k. A committer thread instead (measured in the session before) pays a
+        wake-up and a GIL hand-off that queue behind the busy loop on the one core.
         Without a log (durability "none") a write is durable once spilled, which the
         background thread does; that is awaited without blocking the loop.
         """

@@ -15,6 +15,7 @@ from tuffdb.documents.collection import Collection, Write, check_name
 from tuffdb.documents.wire import from_wire, plain, record_from_wire
 from tuffdb.errors import NotFoundError, ProtocolError
 from tuffdb.server import ekodb_wire as ew
+from tuffdb.server.ekodb_proto import Response
 
 if TYPE_CHECKING:
     from tuffdb.server.ekodb_app import App, Ctx
@@ -49,6 +50,30 @@ def find_by_id(app: App, ctx: Ctx, c: str, rid: str) -> Any:
     p = ctx.params
     record = project(record, ew.field_list(p.get("select_fields")), ew.field_list(p.get("exclude_fields")))  # noqa: E501
     return app.out(record, perm)
+
+
+def find_by_id_reply(app: App, ctx: Ctx, c: str, rid: str) -> Any:
+    """``GET /api/find/{c}/{id}``: find_by_id, with the encoded body reused while the
+    record's stored bytes are unchanged (ekodb_read_cache.py) when nothing else shapes
+    it (no query params, no field restriction on the key)."""
+    perm = app.perm(ctx, c, "read")
+    if ctx.params or (perm is not None and (perm.select_fields or perm.exclude_fields)):
+        return find_by_id(app, ctx, c, rid)
+    coll = _coll(app, c)
+    data = coll.stored(rid)
+    if data is None:
+        raise NotFoundError("Record not found")
+    mp = ctx.mp_reply
+    key = (c, rid, app.settings.use_typed_values, mp)
+    body = app.reads.get(key, data)
+    if body is None:
+        record, stable = coll.decode_stored(rid, data)
+        if record is None:
+            raise NotFoundError("Record not found")
+        body = ew.encode(app.out(record, perm), mp)
+        if stable:
+            app.reads.put(key, data, body)
+    return Response(200, body, "application/msgpack" if mp else "application/json", [])
 
 
 def find(app: App, ctx: Ctx, c: str) -> Any:
@@ -242,8 +267,8 @@ def put_schema(app: App, ctx: Ctx, c: str) -> Any:
 def register(app: App) -> None:
     r = app.route
     r("POST", "/api/insert/{c}", insert, "write")
-    r("GET", "/api/find/{c}/{id}", find_by_id, "read")
-    r("POST", "/api/find/{c}/{id}", find_by_id, "read")
+    r("GET", "/api/find/{c}/{id}", find_by_id_reply, "read")
+    r("POST", "/api/find/{c}/{id}", find_by_id_reply, "read")
     r("POST", "/api/find/{c}", find, "read")
     r("PUT", "/api/update/sequence/{c}/{id}", sequence, "write")
     r("PUT", "/api/update/{c}/{id}/action/{a}", action, "write")

@@ -168,6 +168,7 @@ class EkoDBFace:
             self.server.close()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.server.wait_closed(), 5)
+        self.app.close()
         self.db.close()
 
     def health(self) -> dict[str, Any]:

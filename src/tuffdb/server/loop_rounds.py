@@ -17,13 +17,22 @@ writes): the thread wake-ups and GIL hand-offs cost more CPU per round than the 
 wait they hide. The ekoDB HTTP face's mixed loads measured the same way round once the
 round waited for the extra passes (YCSB A/8 and F/8; ``App.durable`` has the figures):
 the committer thread's wake-ups queue behind the busy loop on the server's one core.
+
+With ``aio=True`` (the ekoDB face) the loop still writes the round itself but hands its
+fsync to the kernel (Linux AIO, storage/aio_sync.py) and serves on; the eventfd that
+reports completion is one more reader on the loop, so no thread and no GIL hand-off is
+involved. One round's fsync is in flight at a time; the next gathers meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol, cast
+
+from tuffdb.storage.aio_sync import AioSync, open_aio
 
 Waiter = Callable[[BaseException | None], None]
 
@@ -33,14 +42,29 @@ class DurableStore(Protocol):
     def wait_durable(self, ticket: int) -> None: ...
 
 
+class SplitRounds(Protocol):  # a store whose round's fsync the caller may do (KVStore)
+    def begin_round(self, settle: Callable[[], None]) -> tuple[int, Any] | None: ...
+    def end_round(self, number: int, staged: Any, error: BaseException | None) -> None: ...
+
+
 EXTRA_PASSES = 2  # loop passes a round waits for more requests before its fsync
 
 
 class LoopRounds:
-    def __init__(self, store: DurableStore) -> None:
+    """``aio``: fsync each round through Linux AIO (storage/aio_sync.py) and keep serving
+    while it runs; the next round gathers meanwhile and starts when it completes (one
+    fsync in flight, as PostgreSQL's WAL flush). Where AIO is missing, or the store
+    cannot split a round, the loop fsyncs inline as above."""
+
+    def __init__(self, store: DurableStore, *, aio: bool = False) -> None:
         self.store = store
         self._round: list[Waiter] = []
         self._passes = 0
+        self._aio: AioSync | None = None
+        self._want_aio = aio and hasattr(store, "begin_round")
+        # the round being fsynced: (its waiters, round number, staged writes, fsync ids)
+        self._inflight: tuple[list[Waiter], int, Any, set[int]] | None = None
+        self._ready = False  # the next round's passes are done; it starts on completion
 
     def after_round(self, fn: Waiter) -> None:
         """Call ``fn(error)`` once every write made so far is durable. ``error`` is the
@@ -61,10 +85,13 @@ class LoopRounds:
         """For a reader: join this pass's round if writes are waiting for it, so no reply
         shows a write a crash could still lose. False when everything written is already
         durable (every write joins a round, which stays pending until its fsync)."""
-        if not self._round:
-            return False
-        self._round.append(fn)
-        return True
+        if self._round:
+            self._round.append(fn)
+            return True
+        if self._inflight is not None:
+            self._inflight[0].append(fn)
+            return True
+        return False
 
     def future(self) -> asyncio.Future[None]:
         """:meth:`after_round` as a future (to await, or to gather with others)."""
@@ -82,11 +109,101 @@ class LoopRounds:
         return fut
 
     def _finish(self) -> None:
+        if self._inflight is not None:
+            self._ready = True  # started by _completed, after the fsync in flight
+            return
+        if self._want_aio and self._start_async():
+            return
         waiters, self._round = self._round, []
         error: BaseException | None = None
         try:
             self.store.wait_durable(self.store.write_ticket())
         except Exception as exc:  # noqa: BLE001  (a closed or poisoned store: tell waiters)
             error = exc
+        for fn in waiters:
+            fn(error)
+
+    # --- rounds fsynced through AIO -----------------------------------------------------
+    def _start_async(self) -> bool:
+        """Write the round and submit its fsyncs; False to fsync inline instead."""
+        if self._aio is None:
+            self._aio = open_aio()
+            if self._aio is None:
+                self._want_aio = False
+                return False
+            asyncio.get_running_loop().add_reader(self._aio.fileno(), self._completed)
+        store = cast("SplitRounds", self.store)
+        try:
+            begun = store.begin_round(self.settle)
+        except Exception as exc:  # noqa: BLE001  (closed or poisoned: tell the waiters)
+            self._call(self._round, exc)
+            self._round = []
+            return True
+        if begun is None:
+            return False  # a round is running on another thread: wait for it inline
+        number, staged = begun
+        waiters, self._round = self._round, []
+        try:
+            syncs = staged.syncs
+            ids = set(self._aio.submit(syncs)) if syncs else set()
+        except Exception as exc:  # noqa: BLE001  (a refused submit poisons, as a failed fsync)
+            store.end_round(number, staged, exc)
+            self._call(waiters, exc)
+            return True
+        self._inflight = (waiters, number, staged, ids)
+        if not ids:
+            self._complete(None)
+        return True
+
+    def _completed(self) -> None:
+        """The eventfd is readable: reap, and close the round once its fsyncs are done."""
+        assert self._aio is not None
+        reaped = self._aio.reap()
+        inflight = self._inflight
+        if inflight is None:
+            return
+        error: BaseException | None = None
+        for done, err in reaped:
+            inflight[3].discard(done)
+            if err and error is None:
+                error = OSError(err, f"fsync of a log failed: {os.strerror(err)}")
+        if error is not None or not inflight[3]:
+            self._complete(error)
+
+    def _complete(self, error: BaseException | None) -> None:
+        assert self._inflight is not None
+        waiters, number, staged, _ = self._inflight
+        self._inflight = None
+        cast("SplitRounds", self.store).end_round(number, staged, error)
+        self._call(waiters, error)
+        if self._ready:
+            self._ready = False
+            self._finish()
+
+    def settle(self) -> None:
+        """Finish the round in flight now (blocking): the store is closing."""
+        if self._inflight is None or self._aio is None:
+            return
+        error: BaseException | None = None
+        for _, err in self._aio.reap(block=True):
+            if err and error is None:
+                error = OSError(err, f"fsync of a log failed: {os.strerror(err)}")
+        waiters, number, staged, _ = self._inflight
+        self._inflight = None
+        cast("SplitRounds", self.store).end_round(number, staged, error)
+        self._call(waiters, error)
+
+    def close(self) -> None:
+        """Settle the round in flight and let go of the AIO context (before the store
+        closes; on the loop thread)."""
+        self.settle()
+        if self._aio is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
+                asyncio.get_running_loop().remove_reader(self._aio.fileno())
+            self._aio.close()
+            self._aio = None
+
+    @staticmethod
+    def _call(waiters: list[Waiter], error: BaseException | None) -> None:
         for fn in waiters:
             fn(error)

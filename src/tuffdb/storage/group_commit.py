@@ -38,10 +38,13 @@ class GroupCommitter:
         poison: Poison,
         interval_s: float | None,
         name: str = "tuffdb-commit",
+        stage: Callable[[Any], Any] | None = None,
     ) -> None:
         self._store_lock = lock
         self._drain = drain
         self._write = write
+        self._stage = stage  # write without the fsync (begin_round); None: not offered
+        self._settle: Callable[[], None] | None = None  # an open split round's
         self._poison = poison
         self._interval_s = interval_s
         mu = threading.Lock()
@@ -104,6 +107,65 @@ class GroupCommitter:
                     self._cv.notify_all()
         self._poison.check()
 
+    # -- split rounds: the caller fsyncs (an event loop, asynchronously) ---------------------
+    def begin_round(self, settle: Callable[[], None]) -> tuple[int, Any] | None:
+        """Start a round whose fsync the caller does: drain and write (``stage``), and
+        return ``(round, staged)``; :meth:`end_round` must follow, whatever happens. None
+        when a round is already running (or none is offered): the caller waits as usual.
+        While it is open no other round starts; threads waiting meanwhile keep waiting.
+        ``settle()`` finishes the fsync and calls end_round synchronously: :meth:`close`
+        calls it when the round is still open (close from the thread that began it).
+        """
+        if self._stage is None:
+            return None
+        with self._cv:
+            if self._leading or self._closing:
+                return None
+            self._poison.check()
+            self._leading = True
+            self._settle = settle
+        try:
+            with self._store_lock:
+                self._started += 1
+                number = self._started
+                drained = self._drain()
+            staged = self._stage(drained)
+        except BaseException as exc:
+            self._poison.set(exc)
+            self._end(None)
+            raise
+        return number, staged
+
+    def end_round(self, number: int, records: int, error: BaseException | None) -> None:
+        """Close a round :meth:`begin_round` opened: durable unless ``error`` (which
+        poisons the store: nothing after it is acknowledged)."""
+        if error is not None:
+            self._poison.set(error)
+            self._end(None)
+            return
+        if records:
+            metrics.GROUP_SIZE.observe(records)
+        self._end(number)
+
+    def _end(self, number: int | None) -> None:
+        ready: list[Future[None]] = []
+        with self._cv:
+            self._settle = None
+            if number is not None:
+                self._durable = number
+                ready = [f for t, f in self._futures if t <= number]
+                if ready:
+                    self._futures = [(t, f) for t, f in self._futures if t > number]
+            self._leading = False
+            self._cv.notify_all()
+            if self._futures:
+                self._urgent = True  # they asked while this round ran: the thread takes them
+                self._work.notify()
+        for f in ready:
+            f.set_result(None)
+        if number is None:
+            self._fail_remaining()
+
     def future(self, ticket: int) -> Future[None]:
         fut: Future[None] = Future()
         with self._cv:
@@ -129,6 +191,9 @@ class GroupCommitter:
 
     def close(self) -> None:
         """Run a final round, stop the thread."""
+        settle = self._settle
+        if settle is not None:
+            settle()
         with self._cv:
             self._closing = True
             self._urgent = True

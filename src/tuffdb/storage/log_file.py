@@ -155,6 +155,21 @@ class LogFile:
         metrics.FSYNC_SECONDS.observe(time.perf_counter() - t0)
         self._dirty = False
 
+    def sync_request(self) -> tuple[int, bool] | None:
+        """What :meth:`sync` would fsync, as ``(fd, data_only)``, for a caller that fsyncs
+        it by other means (storage/aio_sync.py) and then calls :meth:`mark_synced`; None
+        when nothing is unsynced."""
+        if not self._dirty or self._fd is None:
+            return None
+        self.poison.check()
+        failpoint("before_sync_segment")
+        failpoint("before_fsync")
+        return self._fd, self.size <= self.reserved
+
+    def mark_synced(self) -> None:
+        self._dirty = False
+        metrics.FSYNCS.inc()
+
     def fileno(self) -> int:
         if self._fd is None:
             raise ClosedError(f"{self.path} is closed")

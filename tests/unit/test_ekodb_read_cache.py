@@ -1,0 +1,117 @@
+"""The by-id reply cache (server/ekodb_read_cache.py) through the real ekoDB app over a
+real store: a cached body is served only while the stored bytes are the ones it was made
+from, and replies shaped by anything else are never cached."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tuffdb.server.config import ServeConfig
+from tuffdb.server.ekodb_http import EkoDBFace
+from tuffdb.server.ekodb_proto import Request, Response
+from tuffdb.server.ekodb_read_cache import ENTRY_OVERHEAD, ReadCache
+
+
+def test_cache_serves_a_body_only_for_the_same_stored_bytes() -> None:
+    c = ReadCache(limit=1 << 20)
+    key = ("c", "1", True, False)
+    c.put(key, b"stored-v1", b"body-v1")
+    assert c.get(key, b"stored-v1") == b"body-v1"
+    assert c.get(key, bytes(bytearray(b"stored-v1"))) == b"body-v1"  # equal, not identical
+    assert c.get(key, b"stored-v2") is None
+    assert c.get(("c", "1", False, False), b"stored-v1") is None  # other typed setting
+    c.put(key, b"stored-v2", b"body-v2")
+    assert c.get(key, b"stored-v1") is None and c.get(key, b"stored-v2") == b"body-v2"
+    assert len(c) == 1 and c.size == len(b"stored-v2body-v2") + ENTRY_OVERHEAD
+
+
+def test_cache_stays_within_its_byte_bound_oldest_out_first() -> None:
+    entry = 100 + 100 + ENTRY_OVERHEAD
+    c = ReadCache(limit=entry * 4 * 16)  # one entry may take up to limit/16
+    for i in range(100):
+        c.put(("c", str(i), True, False), b"s" * 100, b"b" * 100)
+        assert c.size <= c.limit
+    assert len(c) == 64
+    assert c.get(("c", "0", True, False), b"s" * 100) is None
+    assert c.get(("c", "99", True, False), b"s" * 100) == b"b" * 100
+    c.put(("c", "huge", True, False), b"s" * c.limit, b"")
+    assert c.get(("c", "huge", True, False), b"s" * c.limit) is None and len(c) == 64
+
+
+class App:
+    def __init__(self, tmp_path: Path) -> None:
+        cfg = ServeConfig(data_dir=tmp_path, host="127.0.0.1", http_port=0, durability="none",
+                          extra={"http": {}})
+        self.face = EkoDBFace(cfg)
+        self.app = self.face.app
+        admin = (tmp_path / "ekodb_admin_key").read_text().strip()
+        self.token = self.login(admin)
+
+    def login(self, key: str) -> str:
+        r = self.call("POST", "/api/auth/token", {"api_key": key}, token=None)
+        return str(r["token"])
+
+    def call(self, method: str, path: str, body: Any = None, *, token: str | None = "",
+             raw: bool = False) -> Any:
+        headers = {"content-type": "application/json"}
+        tok = self.token if token == "" else token
+        if tok:
+            headers["authorization"] = f"Bearer {tok}"
+        data = b"" if body is None else json.dumps(body).encode()
+        resp = self.app.handle(Request(method, path.encode(), headers, data))
+        assert isinstance(resp, Response)
+        assert resp.status == 200, resp.body
+        return resp.body if raw else json.loads(resp.body)
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[App]:
+    a = App(tmp_path)
+    yield a
+    a.face.db.close()
+
+
+def _value(record: dict[str, Any], field: str) -> Any:
+    v = record[field]
+    return v["value"] if isinstance(v, dict) else v
+
+
+def test_reads_reuse_the_body_and_never_serve_a_stale_one(app: App) -> None:
+    rid = app.call("POST", "/api/insert/users", {"name": "ada", "n": 1})["id"]
+    first = app.call("GET", f"/api/find/users/{rid}", raw=True)
+    hits = app.app.reads.hits
+    assert app.call("GET", f"/api/find/users/{rid}", raw=True) == first
+    assert app.app.reads.hits == hits + 1
+    for n in range(2, 6):  # every write is seen by the next read
+        app.call("PUT", f"/api/update/users/{rid}", {"n": n})
+        assert _value(app.call("GET", f"/api/find/users/{rid}"), "n") == n
+    app.call("DELETE", f"/api/delete/users/{rid}")
+    resp = app.app.handle(Request("GET", f"/api/find/users/{rid}".encode(),
+                                  {"authorization": f"Bearer {app.token}"}))
+    assert isinstance(resp, Response) and resp.status == 404
+
+
+def test_replies_shaped_by_more_than_the_record_are_not_cached(app: App) -> None:
+    rid = app.call("POST", "/api/insert/users", {"name": "ada", "secret": "s"})["id"]
+    ttl_id = app.call("POST", "/api/insert/users", {"name": "tmp", "ttl": 3600})["id"]
+    reads = app.app.reads
+    assert _value(app.call("GET", f"/api/find/users/{ttl_id}"), "name") == "tmp"
+    assert len(reads) == 0  # a TTL record's reply depends on the clock
+    picked = app.call("GET", f"/api/find/users/{rid}?select_fields=name")
+    assert set(picked) == {"id", "name"} and len(reads) == 0  # a projection
+    key = app.app.keyring.create(collection_permissions={
+        "users": {"read": True, "write": False, "exclude_fields": ["secret"]}})
+    limited = app.login(key.key)
+    assert "secret" not in app.call("GET", f"/api/find/users/{rid}", token=limited)
+    assert len(reads) == 0  # a field restriction on the key
+    assert "secret" in app.call("GET", f"/api/find/users/{rid}")
+    assert len(reads) == 1
+    assert "secret" not in app.call("GET", f"/api/find/users/{rid}", token=limited)
+    app.call("PUT", "/api/config", {"use_typed_values": False})
+    assert app.call("GET", f"/api/find/users/{rid}")["name"] == "ada"  # untyped: a new entry
+    assert len(reads) == 2
