@@ -108,6 +108,8 @@ class Ctx:
 
 
 Handler = Callable[..., Any]
+# (registration order, literal segments (index, text), parameter indexes, handler, access)
+Route = tuple[int, tuple[tuple[int, str], ...], tuple[int, ...], Handler, str]
 
 
 class App:
@@ -119,7 +121,8 @@ class App:
         self._tokens: dict[str, tuple[str, float]] = {}  # verified JWT -> (key id, expiry)
         self.reads = ReadCache()  # encoded by-id replies (ekodb_read_cache.py)
         self.routes: list[tuple[str, tuple[str, ...], Handler, str]] = []
-        self._by_shape: dict[tuple[str, int], list[tuple[str, tuple[str, ...], Handler, str]]] = {}
+        # Candidates by (method, segment count, second segment); None: a parameter there.
+        self._by_shape: dict[tuple[str, int, str | None], list[Route]] = {}
         self._windows: dict[str, tuple[int, int]] = {}
         self._rounds = LoopRounds(db.kv, aio=True)  # durable_operations: a round per pass
         from tuffdb.server import (  # noqa: PLC0415 - they import App
@@ -138,21 +141,28 @@ class App:
 
     def route(self, method: str, path: str, handler: Handler, access: str) -> None:
         """``access``: open | read | write | admin | auth (any valid token)."""
-        entry = (method, tuple(path.strip("/").split("/")), handler, access)
-        self.routes.append(entry)
-        # Candidates by (method, segment count), in registration order: first match wins.
-        self._by_shape.setdefault((method, len(entry[1])), []).append(entry)
+        segs = tuple(path.strip("/").split("/"))
+        self.routes.append((method, segs, handler, access))
+        literals = tuple((i, p) for i, p in enumerate(segs) if not p.startswith("{"))
+        params = tuple(i for i, p in enumerate(segs) if p.startswith("{"))
+        second = segs[1] if len(segs) > 1 and not segs[1].startswith("{") else None
+        entry = (len(self.routes), literals, params, handler, access)
+        self._by_shape.setdefault((method, len(segs), second), []).append(entry)
 
     def _match(self, method: str, segs: list[str]) -> tuple[Handler, str, list[str]] | None:
-        for _, pattern, handler, access in self._by_shape.get((method, len(segs)), ()):
-            args = []
-            for p, s in zip(pattern, segs, strict=True):
-                if p.startswith("{"):
-                    args.append(s)
-                elif p != s:
+        """The first registered route matching ``segs`` (a dict lookup on the method,
+        the segment count and the second segment, then the few candidates there)."""
+        n = len(segs)
+        found = self._by_shape.get((method, n, segs[1] if n > 1 else None), [])
+        wild = self._by_shape.get((method, n, None))
+        if wild and n > 1:  # a parameter in second place: first match in registration order
+            found = sorted([*found, *wild], key=lambda e: e[0])
+        for _, literals, params, handler, access in found:
+            for i, lit in literals:
+                if segs[i] != lit:
                     break
             else:
-                return handler, access, args
+                return handler, access, [segs[i] for i in params]
         return None
 
     def handle(self, req: Request) -> Response | asyncio.Future[Response]:

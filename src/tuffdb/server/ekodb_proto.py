@@ -63,9 +63,15 @@ def _reason(status: int) -> str:
     return _REASONS.get(status, "Unknown")
 
 
+_OK_JSON = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+
+
 def serialize(resp: Response, *, keep_alive: bool, gzip_ok: bool) -> bytes:
     body = resp.body
     extra = resp.headers
+    if (resp.status == 200 and keep_alive and not extra and resp.content_type == "application/json"
+            and not (gzip_ok and len(body) >= GZIP_MIN_BYTES)):
+        return b"%s%d\r\n\r\n%s" % (_OK_JSON, len(body), body)  # the common reply, at once
     if gzip_ok and len(body) >= GZIP_MIN_BYTES:
         body = gzip.compress(body, compresslevel=5)
         extra = [*extra, ("Content-Encoding", "gzip")]
