@@ -136,8 +136,8 @@ class LoopRounds:
         try:
             begun = store.begin_round(self.settle)
         except Exception as exc:  # noqa: BLE001  (closed or poisoned: tell the waiters)
-            self._call(self._round, exc)
-            self._round = []
+            waiters, self._round = self._round, []
+            self._call(waiters, exc)
             return True
         if begun is None:
             return False  # a round is running on another thread: wait for it inline
@@ -181,17 +181,26 @@ class LoopRounds:
             self._finish()
 
     def settle(self) -> None:
-        """Finish the round in flight now (blocking): the store is closing."""
-        if self._inflight is None or self._aio is None:
-            return
-        error: BaseException | None = None
-        for _, err in self._aio.reap(block=True):
-            if err and error is None:
-                error = OSError(err, f"fsync of a log failed: {os.strerror(err)}")
-        waiters, number, staged, _ = self._inflight
-        self._inflight = None
-        cast("SplitRounds", self.store).end_round(number, staged, error)
-        self._call(waiters, error)
+        """Finish the round in flight now (blocking), and the round gathered behind it
+        (inline): the store is closing."""
+        if self._inflight is not None and self._aio is not None:
+            error: BaseException | None = None
+            for _, err in self._aio.reap(block=True):
+                if err and error is None:
+                    error = OSError(err, f"fsync of a log failed: {os.strerror(err)}")
+            waiters, number, staged, _ = self._inflight
+            self._inflight = None
+            cast("SplitRounds", self.store).end_round(number, staged, error)
+            self._call(waiters, error)
+        if self._ready:  # its passes are done, so nothing else would start it
+            self._ready = False
+            waiters, self._round = self._round, []
+            error = None
+            try:
+                self.store.wait_durable(self.store.write_ticket())
+            except Exception as exc:  # noqa: BLE001  (closed meanwhile: no false ack)
+                error = exc
+            self._call(waiters, error)
 
     def close(self) -> None:
         """Settle the round in flight and let go of the AIO context (before the store
