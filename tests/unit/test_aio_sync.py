@@ -163,3 +163,33 @@ def test_closing_the_rounds_settles_the_round_in_flight_and_the_one_behind_it(
     again = KVStore.open(tmp_path, durability="always")
     assert (again.get(b"first"), again.get(b"second")) == (b"1", b"2")
     again.close()
+
+
+def test_a_kernel_refusing_aio_fsync_falls_back_to_inline_without_poisoning(
+        tmp_path: Path) -> None:
+    store = KVStore.open(tmp_path, durability="always")
+    rounds = LoopRounds(store, aio=True)
+
+    async def main() -> None:
+        store.put(b"a", b"1", sync=False)
+        assert await _acked(rounds) == [None]  # the AIO context is set up by now
+        aio = rounds._aio  # noqa: SLF001
+        assert aio is not None
+        aio._libc.syscall(aio._destroy, aio._ctx)  # noqa: SLF001 - io_submit now gets EINVAL
+        with pytest.raises(OSError):
+            aio.submit([(0, True)])  # the kernel's own refusal
+        store.put(b"b", b"2", sync=False)
+        assert await _acked(rounds) == [None]  # fsynced inline instead, nothing poisoned
+        assert not rounds._want_aio  # noqa: SLF001
+        store.put(b"c", b"3", sync=False)
+        assert await _acked(rounds) == [None]
+        asyncio.get_running_loop().remove_reader(aio.fileno())
+        aio._efd, efd = -1, aio._efd  # noqa: SLF001 - its context is gone; just the eventfd
+        os.close(efd)
+        rounds._aio = None  # noqa: SLF001
+
+    asyncio.run(main())
+    store.close()
+    again = KVStore.open(tmp_path, durability="always")
+    assert [again.get(k) for k in (b"a", b"b", b"c")] == [b"1", b"2", b"3"]
+    again.close()

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, cast
 
 from tuffdb.storage.aio_sync import AioSync, open_aio
+from tuffdb.storage.files import fsync_fd
 
 Waiter = Callable[[BaseException | None], None]
 
@@ -145,10 +146,22 @@ class LoopRounds:
         waiters, self._round = self._round, []
         try:
             syncs = staged.syncs
-            ids = set(self._aio.submit(syncs)) if syncs else set()
-        except Exception as exc:  # noqa: BLE001  (a refused submit poisons, as a failed fsync)
+        except Exception as exc:  # noqa: BLE001  (a poisoned log: the round fails)
             store.end_round(number, staged, exc)
             self._call(waiters, exc)
+            return True
+        try:
+            ids = set(self._aio.submit(syncs)) if syncs else set()
+        except OSError:  # the kernel refused AIO here (e.g. a filesystem without it)
+            self._want_aio = False  # from now on inline; this round's fsyncs too
+            error: BaseException | None = None
+            try:
+                for fd, data_only in syncs:
+                    fsync_fd(fd, data_only=data_only)
+            except OSError as exc:
+                error = exc
+            store.end_round(number, staged, error)
+            self._call(waiters, error)
             return True
         self._inflight = (waiters, number, staged, ids)
         if not ids:
