@@ -229,6 +229,11 @@ class App:
         self.durable().add_done_callback(done)  # type: ignore[attr-defined]
         return out
 
+    def idle_for_spin(self) -> bool:
+        """Whether the loop may busy-poll now (busy_poll.py): not while a round's fsync
+        runs on this core."""
+        return not self._rounds.syncing
+
     def close(self) -> None:
         """Settle the durable round in flight (before the database closes)."""
         self._rounds.close()

@@ -38,6 +38,7 @@ from tuffdb.documents.database import Database
 from tuffdb.log import configure as configure_logging
 from tuffdb.log import get_logger
 from tuffdb.security.auth import KeyRing
+from tuffdb.server.busy_poll import DEFAULT_WINDOW_US, BusyPoll
 from tuffdb.server.ekodb_app import App, Settings
 from tuffdb.server.ekodb_proto import HttpProtocol
 
@@ -156,8 +157,11 @@ class EkoDBFace:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(lambda: HttpProtocol(self.app.handle),
-                                               self.config.host, self.config.http_port)
+        window = float(os.environ.get("TUFFDB_BUSY_POLL_US", DEFAULT_WINDOW_US))
+        poller = BusyPoll(window, self.app.idle_for_spin) if window > 0 else None
+        self.server = await loop.create_server(
+            lambda: HttpProtocol(self.app.handle, poller=poller),
+            self.config.host, self.config.http_port)
         self.port = self.server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import httptools
 
+from tuffdb.server.busy_poll import BusyPoll
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
@@ -87,8 +89,9 @@ class HttpProtocol(asyncio.Protocol):
     """One client connection."""
 
     def __init__(self, handler: Callable[[Request], Response | Awaitable[Response]],
-                 max_body: int = MAX_BODY_BYTES) -> None:
+                 max_body: int = MAX_BODY_BYTES, poller: BusyPoll | None = None) -> None:
         self.handler = handler
+        self.poller = poller  # told of input (busy_poll.py)
         self.max_body = max_body
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
@@ -121,6 +124,8 @@ class HttpProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
+        if self.poller is not None:
+            self.poller.touch()
         if self.upgraded is not None:  # the connection left HTTP: bytes belong to the stream
             if self.raw_sink is not None:
                 self.raw_sink(data)

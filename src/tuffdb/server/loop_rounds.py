@@ -82,6 +82,11 @@ class LoopRounds:
             return
         self._finish()
 
+    @property
+    def syncing(self) -> bool:
+        """A round's fsync is in flight (AIO): the kernel worker running it needs CPU."""
+        return self._inflight is not None
+
     def after_writes_seen(self, fn: Waiter) -> bool:
         """For a reader: join this pass's round if writes are waiting for it, so no reply
         shows a write a crash could still lose. False when everything written is already
