@@ -10,8 +10,12 @@ from tuffdb.server.busy_poll import BusyPoll
 def test_input_starts_a_spin_that_ends_once_the_window_passes() -> None:
     async def main() -> None:
         poller = BusyPoll(1000, lambda: True)  # 1 ms
-        poller.touch()
+        conn = object()
+        poller.touch(conn)
         assert poller.spinning
+        while poller.spins == 0:  # its first input marks the window shared; then alone
+            poller.touch(conn)
+            await asyncio.sleep(0)
         while poller.spinning:  # each hop polls the loop, then re-arms or stops
             await asyncio.sleep(0)
         assert poller.spins > 0
@@ -26,12 +30,26 @@ def test_input_starts_a_spin_that_ends_once_the_window_passes() -> None:
 def test_no_spin_while_not_allowed_or_with_a_zero_window() -> None:
     async def main() -> None:
         held = BusyPoll(10_000_000, lambda: False)  # an fsync in flight: never spin
-        held.touch()
+        held.touch(object())
         await asyncio.sleep(0)
         await asyncio.sleep(0)
         assert held.spins == 0 and not held.spinning
         off = BusyPoll(0, lambda: True)
-        off.touch()
+        off.touch(object())
         assert not off.spinning
+
+    asyncio.run(main())
+
+
+def test_no_spin_while_several_connections_send() -> None:
+    async def main() -> None:
+        poller = BusyPoll(10_000_000, lambda: True)  # 10 s: only sharing can stop it
+        a, b = object(), object()
+        for _ in range(20):  # two clients taking turns: the loop has company
+            poller.touch(a)
+            await asyncio.sleep(0)
+            poller.touch(b)
+            await asyncio.sleep(0)
+        assert poller.spins == 0
 
     asyncio.run(main())

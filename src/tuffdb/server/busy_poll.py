@@ -12,9 +12,13 @@ worker that runs it needs this core).
 Measured (A/B on the compiled build, durable tier, wrk YCSB, alternating runs): C/1
 7.4k/8.6k/7.2k ops/s without, 15.6k/14.9k with a 200 us window, 14.6k with 100 us and
 8.0k with 50 us (shorter than the client's turn-around); the server's core 54 % -> 87-92 %
-busy. A/1 3.68k/3.65k -> 3.99k/3.80k (200 us); the 8-client cells moved within the
-runs' noise (B/8 29.5k/29.6k/25.6k without, 27.5k/28.7k/28.0k with; A/8
-11.4k/12.1k/9.9k without, 10.6k/11.3k/11.3k with).
+busy. A YCSB run with that first version on (durable tier, docs/benchmarks/ycsb-busy-poll/,
+20261201T050933Z) met 1x PostgreSQL at B/1, C/1, D/1 and C/8, but B/8, D/8 and F/8 fell
+well below the run before it: spinning under load keeps the loop's thread runnable on the
+one core, probably preempting a background thread that holds the GIL. So it now spins
+only while one connection alone is sending (input from another within the window stops
+it). That version, A/B: C/1 7.3k/7.3k -> 12.9k/11.3k, B/1 8.3k/7.3k -> 10.2k/10.3k, B/8
+25.6k/24.4k -> 23.1k/25.1k (noise).
 """
 
 from __future__ import annotations
@@ -27,24 +31,35 @@ DEFAULT_WINDOW_US = 100  # TUFFDB_BUSY_POLL_US overrides; 0 turns it off
 
 
 class BusyPoll:
+    """Spins only while one connection alone is sending: input from another connection
+    within the window means the loop has company (several clients keep it busy anyway)
+    and spinning would only crowd the core's other threads."""
+
     def __init__(self, window_us: float, may_spin: Callable[[], bool]) -> None:
         self.window = window_us / 1e6
         self.may_spin = may_spin
         self.last = 0.0
+        self.last_from: object = None
+        self.shared_until = 0.0  # another connection sent input: no spinning before this
         self.spinning = False
         self.spins = 0  # hops made (tests, metrics)
 
-    def touch(self) -> None:
-        """Input arrived (called from the protocol's data_received, on the loop thread)."""
+    def touch(self, source: object) -> None:
+        """Input arrived from ``source`` (a connection; called from data_received, on the
+        loop thread)."""
         if self.window <= 0:
             return
-        self.last = time.perf_counter()
+        now = self.last = time.perf_counter()
+        if source is not self.last_from:
+            self.last_from = source
+            self.shared_until = now + self.window
         if not self.spinning:
             self.spinning = True
             asyncio.get_running_loop().call_soon(self._spin)
 
     def _spin(self) -> None:
-        if time.perf_counter() - self.last < self.window and self.may_spin():
+        now = time.perf_counter()
+        if now - self.last < self.window and now >= self.shared_until and self.may_spin():
             self.spins += 1
             asyncio.get_running_loop().call_soon(self._spin)
         else:

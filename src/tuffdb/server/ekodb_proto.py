@@ -125,7 +125,7 @@ class HttpProtocol(asyncio.Protocol):
         if self._closing:
             return
         if self.poller is not None:
-            self.poller.touch()
+            self.poller.touch(self)
         if self.upgraded is not None:  # the connection left HTTP: bytes belong to the stream
             if self.raw_sink is not None:
                 self.raw_sink(data)
