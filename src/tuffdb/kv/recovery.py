@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuffdb import metrics
+from tuffdb._failpoints import failpoint
 from tuffdb._format.kv import OP_DELETE, OP_PUT
 from tuffdb._format.record import Flag, Kind, frame_header
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE, FileKind
@@ -194,15 +195,18 @@ def write_wal_batches(
 
 class StagedWal:
     """A round's frames appended to its logs but not yet fsynced (:func:`stage_wal_batches`):
-    fsync ``syncs`` (each ``(fd, data_only)``) by any means, then call :meth:`finish`."""
+    fsync :meth:`sync_requests` by any means, then call :meth:`finish`."""
 
     def __init__(self, store: KVStore, touched: list[LogFile], finished: list[HotSegment],
                  records: int) -> None:
         self.store, self.touched, self.finished, self.records = store, touched, finished, records
 
-    @property
-    def syncs(self) -> list[tuple[int, bool]]:
-        return [req for wal in self.touched if (req := wal.sync_request()) is not None]
+    def sync_requests(self) -> list[tuple[int, bool]]:
+        """The ``(fd, data_only)`` pairs to fsync (failpoints as ``fsync_fd`` has them)."""
+        reqs = [req for wal in self.touched if (req := wal.sync_request()) is not None]
+        for _ in reqs:
+            failpoint("before_fsync")
+        return reqs
 
     def finish(self, *, synced: bool = False) -> None:
         """After the fsyncs (``synced``: done outside LogFile.sync, e.g. by AIO): count

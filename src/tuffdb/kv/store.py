@@ -772,7 +772,7 @@ class KVStore(MutableMapping[bytes, bytes]):
 
     def begin_round(self, settle: Callable[[], None]) -> tuple[int, Any] | None:
         """A group-commit round whose fsync the caller does (see
-        :meth:`GroupCommitter.begin_round`): ``(round, staged)`` with ``staged.syncs``
+        :meth:`GroupCommitter.begin_round`): ``(round, staged)`` with ``staged.sync_requests()``
         to fsync, then ``staged.finish(synced=True)`` and :meth:`end_round`. None when
         nothing is logged or a round is running: use :meth:`wait_durable` then."""
         self._require_open()

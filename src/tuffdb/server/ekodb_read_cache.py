@@ -56,10 +56,6 @@ class ReadCache:
         entries[key] = (stored, body)
         self._size += size
 
-    def clear(self) -> None:
-        self._entries.clear()
-        self._size = 0
-
     def __len__(self) -> int:
         return len(self._entries)
 

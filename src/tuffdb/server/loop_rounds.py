@@ -120,14 +120,17 @@ class LoopRounds:
             return
         if self._want_aio and self._start_async():
             return
+        self._run_inline()
+
+    def _run_inline(self) -> None:
+        """Write and fsync the gathered round on this thread, then call its waiters."""
         waiters, self._round = self._round, []
         error: BaseException | None = None
         try:
             self.store.wait_durable(self.store.write_ticket())
         except Exception as exc:  # noqa: BLE001  (a closed or poisoned store: tell waiters)
             error = exc
-        for fn in waiters:
-            fn(error)
+        self._call(waiters, error)
 
     # --- rounds fsynced through AIO -----------------------------------------------------
     def _start_async(self) -> bool:
@@ -150,10 +153,9 @@ class LoopRounds:
         number, staged = begun
         waiters, self._round = self._round, []
         try:
-            syncs = staged.syncs
+            syncs = staged.sync_requests()
         except Exception as exc:  # noqa: BLE001  (a poisoned log: the round fails)
-            store.end_round(number, staged, exc)
-            self._call(waiters, exc)
+            self._end(waiters, number, staged, exc)
             return True
         try:
             ids = set(self._aio.submit(syncs)) if syncs else set()
@@ -165,8 +167,7 @@ class LoopRounds:
                     fsync_fd(fd, data_only=data_only)
             except OSError as exc:
                 error = exc
-            store.end_round(number, staged, error)
-            self._call(waiters, error)
+            self._end(waiters, number, staged, error)
             return True
         self._inflight = (waiters, number, staged, ids)
         if not ids:
@@ -180,45 +181,36 @@ class LoopRounds:
         inflight = self._inflight
         if inflight is None:
             return
-        error: BaseException | None = None
-        for done, err in reaped:
-            inflight[3].discard(done)
-            if err and error is None:
-                error = OSError(err, f"fsync of a log failed: {os.strerror(err)}")
+        inflight[3].difference_update(done for done, _ in reaped)
+        error = _fsync_error(reaped)
         if error is not None or not inflight[3]:
             self._complete(error)
 
     def _complete(self, error: BaseException | None) -> None:
+        """End the round in flight; start the one gathered behind it, if its passes are done."""
         assert self._inflight is not None
         waiters, number, staged, _ = self._inflight
         self._inflight = None
-        cast("SplitRounds", self.store).end_round(number, staged, error)
-        self._call(waiters, error)
+        self._end(waiters, number, staged, error)
         if self._ready:
             self._ready = False
             self._finish()
+
+    def _end(self, waiters: list[Waiter], number: int, staged: Any,
+             error: BaseException | None) -> None:
+        cast("SplitRounds", self.store).end_round(number, staged, error)
+        self._call(waiters, error)
 
     def settle(self) -> None:
         """Finish the round in flight now (blocking), and the round gathered behind it
         (inline): the store is closing."""
         if self._inflight is not None and self._aio is not None:
-            error: BaseException | None = None
-            for _, err in self._aio.reap(block=True):
-                if err and error is None:
-                    error = OSError(err, f"fsync of a log failed: {os.strerror(err)}")
             waiters, number, staged, _ = self._inflight
             self._inflight = None
-            cast("SplitRounds", self.store).end_round(number, staged, error)
-            self._call(waiters, error)
+            self._end(waiters, number, staged, _fsync_error(self._aio.reap(block=True)))
         if self._ready:  # its passes are done, so nothing else would start it
             self._ready = False
-            waiters, self._round = self._round, []
-            error = None
-            try:
-                self.store.wait_durable(self.store.write_ticket())
-            except Exception as exc:  # noqa: BLE001  (closed meanwhile: no false ack)
-                error = exc
-            self._call(waiters, error)
+            self._run_inline()
 
     def close(self) -> None:
         """Settle the round in flight and let go of the AIO context (before the store
@@ -234,3 +226,9 @@ class LoopRounds:
     def _call(waiters: list[Waiter], error: BaseException | None) -> None:
         for fn in waiters:
             fn(error)
+
+
+def _fsync_error(reaped: list[tuple[int, int]]) -> OSError | None:
+    """The first failure among reaped fsyncs ``(id, errno)``, as an OSError."""
+    err = next((e for _, e in reaped if e), 0)
+    return OSError(err, f"fsync of a log failed: {os.strerror(err)}") if err else None

@@ -132,7 +132,7 @@ class GroupCommitter:
             staged = self._stage(drained)
         except BaseException as exc:
             self._poison.set(exc)
-            self._end(None)
+            self._end(failed=True)
             raise
         return number, staged
 
@@ -141,29 +141,21 @@ class GroupCommitter:
         poisons the store: nothing after it is acknowledged)."""
         if error is not None:
             self._poison.set(error)
-            self._end(None)
-            return
-        if records:
-            metrics.GROUP_SIZE.observe(records)
-        self._end(number)
+        else:
+            self._mark_durable(number, records)
+        self._end(failed=error is not None)
 
-    def _end(self, number: int | None) -> None:
-        ready: list[Future[None]] = []
+    def _end(self, *, failed: bool) -> None:
+        """A split round is over: let the next one start (the committer thread takes any
+        futures that asked meanwhile); after a failure, fail what remains."""
         with self._cv:
             self._settle = None
-            if number is not None:
-                self._durable = number
-                ready = [f for t, f in self._futures if t <= number]
-                if ready:
-                    self._futures = [(t, f) for t, f in self._futures if t > number]
             self._leading = False
             self._cv.notify_all()
             if self._futures:
-                self._urgent = True  # they asked while this round ran: the thread takes them
+                self._urgent = True
                 self._work.notify()
-        for f in ready:
-            f.set_result(None)
-        if number is None:
+        if failed:
             self._fail_remaining()
 
     def future(self, ticket: int) -> Future[None]:
@@ -256,6 +248,10 @@ class GroupCommitter:
             self._poison.set(exc)
             self._fail_remaining()
             return
+        self._mark_durable(number, records)
+
+    def _mark_durable(self, number: int, records: int) -> None:
+        """Round ``number`` (of ``records``) is on disk: release its waiters."""
         if records:
             metrics.GROUP_SIZE.observe(records)
         with self._cv:

@@ -142,13 +142,12 @@ class LogFile:
         return at
 
     def sync(self) -> None:
-        if not self._dirty or self._fd is None:
-            return
-        self.poison.check()
         t0 = time.perf_counter()
         try:
-            failpoint("before_sync_segment")
-            fsync_fd(self._fd, data_only=self.size <= self.reserved)
+            req = self.sync_request()
+            if req is None:
+                return
+            fsync_fd(req[0], data_only=req[1])
         except OSError as exc:
             self.poison.set(exc)
             raise
@@ -156,17 +155,18 @@ class LogFile:
         self._dirty = False
 
     def sync_request(self) -> tuple[int, bool] | None:
-        """What :meth:`sync` would fsync, as ``(fd, data_only)``, for a caller that fsyncs
-        it by other means (storage/aio_sync.py) and then calls :meth:`mark_synced`; None
-        when nothing is unsynced."""
+        """What to fsync, as ``(fd, data_only)`` (fdatasync suffices while the frames lie
+        within the reserved zeros), or None when nothing is unsynced. :meth:`sync` passes
+        it to ``fsync_fd``; a caller that fsyncs by other means (storage/aio_sync.py)
+        calls :meth:`mark_synced` after."""
         if not self._dirty or self._fd is None:
             return None
         self.poison.check()
         failpoint("before_sync_segment")
-        failpoint("before_fsync")
         return self._fd, self.size <= self.reserved
 
     def mark_synced(self) -> None:
+        """After an fsync done outside ``fsync_fd``, counted as that counts its own."""
         self._dirty = False
         metrics.FSYNCS.inc()
 
