@@ -33,7 +33,7 @@ from tuffdb.errors import (
 )
 from tuffdb.security.auth import jwt_decode
 from tuffdb.server import ekodb_wire as ew
-from tuffdb.server.ekodb_proto import Request, Response, error_response
+from tuffdb.server.ekodb_proto import Deferred, Request, Response, error_response
 from tuffdb.server.ekodb_read_cache import ReadCache
 from tuffdb.server.loop_rounds import LoopRounds
 
@@ -51,6 +51,11 @@ ERROR_STATUS: list[tuple[type[Error], int]] = [
     (ClosedError, 503), (PoisonedError, 503), (ProgrammingError, 400), (OperationalError, 409),
     (Error, 500),
 ]
+
+
+def _not_durable(exc: BaseException) -> Response:
+    return error_response(status_of(exc) if isinstance(exc, Error) else 500,
+                          f"write not made durable: {exc}")
 
 
 def status_of(exc: Error) -> int:
@@ -165,10 +170,10 @@ class App:
                 return handler, access, [segs[i] for i in params]
         return None
 
-    def handle(self, req: Request) -> Response | asyncio.Future[Response]:
+    def handle(self, req: Request) -> Response | Deferred | asyncio.Future[Response]:
         """The reply to ``req``: a Response, or (a write under ``durable_operations``) a
-        future of it, done once the write is durable. Called on the loop thread; no task
-        or coroutine per request (HttpProtocol writes a Response at once)."""
+        Deferred or a future of it, ready once the write is durable. Called on the loop
+        thread; no task or coroutine per request (HttpProtocol writes a Response at once)."""
         segs, params = ew.split_url(req.url)
         mp = "msgpack" in req.headers.get("accept", "")
         headers: list[tuple[str, str]] = []
@@ -210,23 +215,31 @@ class App:
         ctype = "application/msgpack" if mp else "application/json"
         return Response(200, ew.encode(result, mp), ctype, headers)
 
-    def _when_durable(self, reply: Callable[[], Response]) -> asyncio.Future[Response]:
-        """A future of ``reply()`` once every write so far is durable (an error reply if
-        the store failed meanwhile: nothing acknowledged that is not on disk)."""
+    def _when_durable(self, reply: Callable[[], Response]) -> Deferred | asyncio.Future[Response]:
+        """``reply()`` once every write so far is durable (an error reply if the store
+        failed meanwhile: nothing acknowledged that is not on disk). With a log, a
+        Deferred the loop's round completes (ekodb_proto.py); without one, a future of
+        the background spill."""
+
+        def make(error: BaseException | None) -> Response:
+            return reply() if error is None else _not_durable(error)
+
+        kv = self.db.kv
+        if kv.durability != "none":
+            deferred = Deferred(make)
+            self._rounds.after_round(deferred.ready)
+            return deferred
         out: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
 
         def done(f: asyncio.Future[None]) -> None:
             if out.done():
                 return
-            exc = None if f.cancelled() else f.exception()
-            if f.cancelled() or exc is not None:
-                out.set_result(error_response(
-                    status_of(exc) if isinstance(exc, Error) else 500,
-                    f"write not made durable: {exc or 'cancelled'}"))
+            if f.cancelled():
+                out.set_result(error_response(500, "write not made durable: cancelled"))
             else:
-                out.set_result(reply())
+                out.set_result(make(f.exception()))
 
-        self.durable().add_done_callback(done)  # type: ignore[attr-defined]
+        asyncio.wrap_future(kv.when_durable(kv.write_ticket())).add_done_callback(done)
         return out
 
     def idle_for_spin(self) -> bool:

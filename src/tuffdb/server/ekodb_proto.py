@@ -2,8 +2,9 @@
 
 Requests on one connection are answered in order (pipelining works) through
 ``handler(request)``, which returns a Response (written at once, from the parser's
-callback: no task or coroutine per request) or an awaitable of one (a durable write; later
-requests wait their turn). Bodies over
+callback: no task or coroutine per request), a :class:`Deferred` (a durable write: the
+group-commit round writes it when it completes) or an awaitable of one; later requests
+wait their turn. Bodies over
 ``max_body`` bytes are refused with 413 before they are buffered, malformed HTTP gets
 a 400 and the connection is closed. Every reply has a body and a Content-Length;
 replies of 1 KiB or more are gzipped when the client accepts gzip.
@@ -49,6 +50,39 @@ class Response:
     headers: list[tuple[str, str]] = field(default_factory=list)
 
 
+class Deferred:
+    """A reply known later: a durable write's, once its group-commit round is on disk.
+
+    The handler makes one and gives :meth:`ready` to the round as its waiter; the
+    connection sets :attr:`deliver` as soon as the handler returns it. The round's
+    completion then writes the reply itself: no future, no task and no loop hop between
+    the fsync's completion and the socket write (a future costs two ``call_soon`` hops
+    and four objects per write). ``make(error)`` builds the reply (``error``: the failure
+    that kept the round from disk).
+    """
+
+    def __init__(self, make: Callable[[BaseException | None], Response]) -> None:
+        self.make = make
+        self.deliver: Callable[[Response], None] | None = None
+        self.early: Response | None = None  # ready before ``deliver`` was set
+
+    def ready(self, error: BaseException | None) -> None:
+        """The round is over (a waiter: never raises into the round's other waiters)."""
+        try:
+            resp = self.make(error)
+        except Exception as exc:  # noqa: BLE001 - the client gets a 500, the round goes on
+            resp = _internal(exc)
+        deliver = self.deliver
+        if deliver is None:
+            self.early = resp
+            return
+        try:
+            deliver(resp)
+        except Exception as exc:  # noqa: BLE001 - one connection's failure, reported
+            asyncio.get_running_loop().call_exception_handler(
+                {"message": "delivering a durable reply failed", "exception": exc})
+
+
 def json_response(status: int, obj: Any, headers: list[tuple[str, str]] | None = None) -> Response:
     return Response(status, json.dumps(obj, separators=(",", ":")).encode(), "application/json",
                     headers or [])
@@ -88,7 +122,7 @@ def serialize(resp: Response, *, keep_alive: bool, gzip_ok: bool) -> bytes:
 class HttpProtocol(asyncio.Protocol):
     """One client connection."""
 
-    def __init__(self, handler: Callable[[Request], Response | Awaitable[Response]],
+    def __init__(self, handler: Callable[[Request], Response | Deferred | Awaitable[Response]],
                  max_body: int = MAX_BODY_BYTES, poller: BusyPoll | None = None) -> None:
         self.handler = handler
         self.poller = poller  # told of input (busy_poll.py)
@@ -185,13 +219,25 @@ class HttpProtocol(asyncio.Protocol):
                 resp = self.handler(req)
             except Exception as exc:  # noqa: BLE001 - last resort: never drop a request silently
                 resp = _internal(exc)
-            if not isinstance(resp, Response):
+            if isinstance(resp, Deferred):
+                if resp.early is None:
+                    self.busy = True
+                    resp.deliver = functools.partial(self._deliver, req)
+                    return
+                resp = resp.early
+            elif not isinstance(resp, Response):
                 self.busy = True
                 fut = asyncio.ensure_future(resp)
                 fut.add_done_callback(functools.partial(self._resume, req))
                 return
             if not self._send(req, resp):
                 return
+
+    def _deliver(self, req: Request, resp: Response) -> None:
+        """A Deferred reply is ready: write it and go on with the queue."""
+        self.busy = False
+        if self._send(req, resp):
+            self._process()
 
     def _resume(self, req: Request, fut: asyncio.Future[Response]) -> None:
         self.busy = False
