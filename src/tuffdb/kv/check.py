@@ -82,9 +82,13 @@ def _check_wals(store: KVStore) -> list[str]:
     with store._lock:
         # Logs still being written (their segment's last records not yet logged) may hold a
         # half-written frame or header right now: that is a write in progress, not damage.
-        live = {s.id for s in (store._active, *store._sealed) if s.pending is not None}
+        # That includes a segment spilled before its round finished logging it, and any
+        # log newer than the active segment (created after this snapshot).
+        live = {s.id for s in (store._active, *store._sealed, *store._unflushed)
+                if s.pending is not None} | store._finishing
+        newest = store._active.id
     for wid in list_ids(store._dir, WAL_SUFFIX):
-        if wid in live:
+        if wid in live or wid > newest:
             continue
         path = store._dir / segment_name(wid, WAL_SUFFIX)
         try:

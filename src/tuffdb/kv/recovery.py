@@ -222,6 +222,7 @@ class StagedWal:
                 seg.wal.close()
             with store._lock:
                 seg.pending = None
+                store._finishing.discard(seg.id)
                 doomed = seg.spilled and seg.wal_path is not None
             if doomed:
                 remove_quietly([seg.wal_path])  # type: ignore[list-item]

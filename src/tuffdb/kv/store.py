@@ -147,6 +147,9 @@ class KVStore(MutableMapping[bytes, bytes]):
         self._cache_misses = 0
         self._sealed: list[HotSegment] = []
         self._unflushed: list[HotSegment] = []
+        # Segments whose last records a round has drained and not yet finished logging
+        # (their log may be mid-creation even once spilled): check() leaves their logs be.
+        self._finishing: set[int] = set()
         # Ordered view of the keys, built on the first ordered read and then kept current
         # from ``_touched`` (keys written or deleted since): writers only add to the set.
         self._ordered: SortedList | None = None
@@ -420,6 +423,8 @@ class KVStore(MutableMapping[bytes, bytes]):
                 work.append((seg, None, True))
             if not final:
                 keep.append(seg)
+            else:
+                self._finishing.add(seg.id)
         self._unflushed = keep
         return work
 
