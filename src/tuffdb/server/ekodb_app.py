@@ -224,8 +224,7 @@ class App:
         def make(error: BaseException | None) -> Response:
             return reply() if error is None else _not_durable(error)
 
-        kv = self.db.kv
-        if kv.durability != "none":
+        if self.db.kv.durability != "none":
             deferred = Deferred(make)
             self._rounds.after_round(deferred.ready)
             return deferred
@@ -239,7 +238,7 @@ class App:
             else:
                 out.set_result(make(f.exception()))
 
-        asyncio.wrap_future(kv.when_durable(kv.write_ticket())).add_done_callback(done)
+        self.durable().add_done_callback(done)  # type: ignore[attr-defined]
         return out
 
     def idle_for_spin(self) -> bool:

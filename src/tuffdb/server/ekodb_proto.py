@@ -240,13 +240,11 @@ class HttpProtocol(asyncio.Protocol):
             self._process()
 
     def _resume(self, req: Request, fut: asyncio.Future[Response]) -> None:
-        self.busy = False
         if fut.cancelled():
+            self.busy = False
             return  # the connection went away
         exc = fut.exception()
-        resp = _internal(exc) if exc is not None else fut.result()
-        if self._send(req, resp):
-            self._process()
+        self._deliver(req, _internal(exc) if exc is not None else fut.result())
 
     def _send(self, req: Request, resp: Response) -> bool:
         """Write ``resp``; False when the connection is done with HTTP (closed or taken
