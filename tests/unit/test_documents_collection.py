@@ -135,6 +135,41 @@ def test_ttl_records_expire_and_carry_their_expiry(db: Database) -> None:
     assert [r["id"] for r in c.find()] == [long]
 
 
+def test_updates_merge_check_and_keep_ttl_whichever_path_they_take(db: Database) -> None:
+    c = db.collection("c")
+    rid = c.insert({"a": 1, "b": "x"})
+    # the usual update: field order kept, a new field last, the store holds what is returned
+    merged = {"id": rid, "a": 1, "b": "y", "z": [1, {"k": 2}]}
+    assert c.update(rid, {"b": "y", "z": [1, {"k": 2}]}) == merged
+    assert list(c.get(rid)) == ["id", "a", "b", "z"] and c.get(rid)["z"] == [1, {"k": 2}]
+    for bad in [{"a": object()}, {"a": {1: "non-text key"}}, {"a": [object()]}]:
+        with pytest.raises(TypeError):
+            c.update(rid, bad)
+    assert c.get(rid) == {"id": rid, "a": 1, "b": "y", "z": [1, {"k": 2}]}  # nothing written
+    with pytest.raises(NotFoundError):
+        c.update("missing", {"a": 2})
+    # a record with a TTL keeps its expiry across an update; one given a TTL gets it
+    timed = c.insert({"a": 1}, ttl="1h")
+    expiry = c.get(timed)["ttl"]
+    updated = c.update(timed, {"a": 2})
+    assert updated["a"] == 2 and abs((updated["ttl"] - expiry).total_seconds()) < 60
+    assert abs((c.get(timed)["ttl"] - expiry).total_seconds()) < 60
+    assert isinstance(c.update(rid, {"ttl": "1h"})["ttl"], dt.datetime)
+    assert isinstance(c.get(rid)["ttl"], dt.datetime)
+    # unique indexes and schemas still apply to updates
+    u = db.collection("u")
+    first, second = u.insert({"e": "a"}), u.insert({"e": "b"})
+    u.create_index("e", "hash", unique=True)
+    with pytest.raises(IntegrityError):
+        u.update(second, {"e": "a"})
+    assert u.get(second)["e"] == "b" and u.update(first, {"e": "c"})["e"] == "c"
+    s = db.create_collection("s", {"fields": {"age": {"field_type": "Integer", "min": 0}}})
+    sid = s.insert({"age": 3})
+    with pytest.raises(IntegrityError):
+        s.update(sid, {"age": -1})
+    assert s.get(sid)["age"] == 3
+
+
 def test_joins_single_and_multi_collection(db: Database) -> None:
     db.collection("depts").insert({"id": "d1", "name": "eng"})
     db.collection("teams").insert({"dept": "d1", "name": "core"})

@@ -115,3 +115,30 @@ def test_replies_shaped_by_more_than_the_record_are_not_cached(app: App) -> None
     app.call("PUT", "/api/config", {"use_typed_values": False})
     assert app.call("GET", f"/api/find/users/{rid}")["name"] == "ada"  # untyped: a new entry
     assert len(reads) == 2
+
+
+def test_an_update_reply_is_what_the_next_read_sends(app: App) -> None:
+    rid = app.call("POST", "/api/insert/users", {"name": "ada", "n": 1, "when": {
+        "type": "DateTime", "value": "2026-01-02T03:04:05+00:00"}})["id"]
+    reads = app.app.reads
+    for change in [{"n": 2}, {"name": "bob", "extra": None, "f": 1.5}]:
+        put = app.call("PUT", f"/api/update/users/{rid}", change, raw=True)
+        hits = reads.hits
+        assert app.call("GET", f"/api/find/users/{rid}", raw=True) == put
+        assert reads.hits == hits + 1  # the update's reply was kept for the read
+        app.app.reads = ReadCache()  # and a read decoded from the store sends the same
+        assert app.call("GET", f"/api/find/users/{rid}", raw=True) == put
+        reads = app.app.reads
+    # a typed value that is not plain JSON: the read is decoded from the store, not the reply
+    hits, misses = reads.hits, reads.misses
+    put = app.call("PUT", f"/api/update/users/{rid}", {"when": {
+        "type": "DateTime", "value": "2027-01-02T03:04:05+00:00"}}, raw=True)
+    got = app.call("GET", f"/api/find/users/{rid}", raw=True)
+    assert (reads.hits, reads.misses) == (hits, misses + 1)
+    assert json.loads(got) == json.loads(put) and "2027" in json.dumps(json.loads(got)["when"])
+    # a record with a TTL is never cached, updated or read
+    ttl_id = app.call("POST", "/api/insert/users", {"name": "tmp", "ttl": 3600})["id"]
+    size = len(reads)
+    app.call("PUT", f"/api/update/users/{ttl_id}", {"name": "tmp2"})
+    assert _value(app.call("GET", f"/api/find/users/{ttl_id}"), "name") == "tmp2"
+    assert len(reads) == size

@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 MAX_NAME_BYTES = 255
 
 
+#: Keys of an update that touch a record's id or TTL settings (the general update path).
+_TTL_KEYS = frozenset(("id", "ttl", "ttl_update_on_access"))
+
+
 @dataclass(slots=True)
 class Write:
     collection: str
@@ -232,6 +236,10 @@ class Collection(CollectionMeta):
         """Check unique constraints across the batch and write it atomically to memory."""
         db = self.db
         with db.lock:
+            if (len(writes) == 1 and writes[0].collection == self.name and not self.indexes
+                    and self.has_meta and db._collections.get(self.name) is self):  # noqa: SLF001
+                db.apply(writes)  # one write, no unique index to check, metadata stored
+                return
             check_unique(db, writes)
             db.ensure_meta(w.collection for w in writes if w.fields is not None)
             db.apply(writes)
@@ -273,6 +281,19 @@ class Collection(CollectionMeta):
         :raises NotFoundError: when there is no such record.
         """
         with self.db.lock:
+            if self.schema is None and type(changes) is dict and _TTL_KEYS.isdisjoint(changes):
+                # The usual update (no schema, no TTL on either side): merge into the
+                # stored fields as decoded; the same record and checks as the general
+                # path below, without building the record, copying it and re-reading
+                # its TTL settings twice.
+                data = self.stored(rid)
+                if data is not None:
+                    fields, ttl, _ = codec.unpack_record(data)
+                    if ttl is None and "ttl" not in fields:
+                        values.check(changes)
+                        fields.update(changes)
+                        self.commit([Write(self.name, rid, fields)])
+                        return {"id": rid, **fields}
             w = self.update_write(self.get(rid), changes)
             self.commit([w])
         return {"id": rid, **(w.fields or {})}

@@ -210,7 +210,11 @@ class Database:
         (:mod:`tuffdb.documents.write_lock`), so concurrent writers share one fsync. Only
         a multi-key batch's intent is made durable before its ops, as before.
         """
-        pending = PendingCommit(self, writes) if self.listeners else None  # may refuse the batch
+        pending = None  # PendingCommit may refuse the batch; for one write nobody listens
+        listeners = self.listeners  # to (the usual case), skip building it
+        if listeners and (len(writes) != 1
+                          or any(li.interested(writes[0].collection) for li in listeners)):
+            pending = PendingCommit(self, writes)
         ops: list[list[Any]] = []  # [key, value | None, ttl]
         deletes = []
         for w in writes:
@@ -240,9 +244,12 @@ class Database:
     def _applied(self, writes: list[Write], pending: PendingCommit | None) -> None:
         """Bookkeeping after a batch is written: versions, indexes, listeners."""
         self.seq += 1
+        seq = self.seq
+        track = bool(self.active_transactions)  # else nobody can conflict with the past
         for w in writes:
-            self.versions[(w.collection, w.id)] = self.seq
-            self.collection_versions[w.collection] = self.seq
+            if track:
+                self.versions[(w.collection, w.id)] = seq
+            self.collection_versions[w.collection] = seq
             coll = self._collections.get(w.collection)
             if coll is None:
                 coll = self.collection(w.collection)
@@ -250,11 +257,12 @@ class Database:
                 coll.index_write(w)
         if pending is not None:
             pending.publish()
-        now = time.monotonic()
-        for tx in [t for t in self.active_transactions.values() if now > t.deadline + 1.0]:
-            tx.rollback()  # abandoned past its timeout: stop pinning the version table
-        if not self.active_transactions:
-            self.versions.clear()  # nobody can conflict with the past
+        if track:
+            now = time.monotonic()
+            for tx in [t for t in self.active_transactions.values() if now > t.deadline + 1.0]:
+                tx.rollback()  # abandoned past its timeout: stop pinning the version table
+        if not self.active_transactions and self.versions:
+            self.versions.clear()
 
     def ensure_meta(self, names: Iterable[str]) -> None:
         for name in set(names):
