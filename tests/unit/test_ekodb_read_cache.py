@@ -142,3 +142,10 @@ def test_an_update_reply_is_what_the_next_read_sends(app: App) -> None:
     app.call("PUT", f"/api/update/users/{ttl_id}", {"name": "tmp2"})
     assert _value(app.call("GET", f"/api/find/users/{ttl_id}"), "name") == "tmp2"
     assert len(reads) == size
+    # nor is a record of a collection with a schema (it may convert what it is given)
+    app.call("POST", "/api/collections/priced", {"fields": {"price": {"field_type": "Decimal"}}})
+    pid = app.call("POST", "/api/insert/priced", {"price": "1.25"})["id"]
+    size = len(reads)
+    app.call("PUT", f"/api/update/priced/{pid}", {"price": "2.50"})
+    assert len(reads) == size
+    assert _value(app.call("GET", f"/api/find/priced/{pid}"), "price") in ("2.50", 2.5, "2.5")

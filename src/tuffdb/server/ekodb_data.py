@@ -113,12 +113,13 @@ def update(app: App, ctx: Ctx, c: str, rid: str) -> Any:
         data = coll.stored(rid)
     # The reply is what GET /api/find/{c}/{id} sends for the new record: the read cache
     # keeps it beside the stored bytes (a Zipfian workload reads what it just wrote),
-    # when it is a function of those bytes alone: no TTL, and changes whose values decode
-    # from the store as given (the rest of the record was decoded from it).
+    # when it is a function of those bytes alone: no TTL, no schema (it may convert
+    # values), and changes whose values decode from the store as given (the rest of the
+    # record was decoded from it).
     mp = ctx.mp_reply
     body = ew.encode(app.out(record, perm), mp)
     as_given = all(map(_PLAIN.__contains__, map(type, changes.values())))
-    if data is not None and as_given and "ttl" not in record:
+    if data is not None and as_given and coll.schema is None and "ttl" not in record:
         app.reads.put((c, rid, app.settings.use_typed_values, mp), data, body)
     return Response(200, body, "application/msgpack" if mp else "application/json", [])
 
