@@ -103,21 +103,29 @@ def update(app: App, ctx: Ctx, c: str, rid: str) -> Any:
     changes = record_from_wire(ctx.body())
     app.check_writable(perm, changes)
     tx = app.tx(ctx)
-    if tx is not None:
-        return find_by_id_shape(app, ctx, tx.update(c, rid, changes), perm)
-    coll = _coll(app, c)
+    record = tx.update(c, rid, changes) if tx is not None else _coll(app, c).update(rid, changes)
+    return find_by_id_shape(app, ctx, record, perm)
+
+
+def update_reply(app: App, ctx: Ctx, c: str, rid: str) -> Any:
+    """``PUT /api/update/{c}/{id}``: update, with the encoded reply kept in the read cache
+    (ekodb_read_cache.py) when nothing else shapes it (no query params, no field
+    restriction on the key): it is what ``GET /api/find/{c}/{id}`` sends for the new
+    record, and a Zipfian workload reads what it just wrote."""
+    perm = app.perm(ctx, c, "write")
     if ctx.params or (perm is not None and (perm.select_fields or perm.exclude_fields)):
-        return find_by_id_shape(app, ctx, coll.update(rid, changes), perm)
+        return update(app, ctx, c, rid)
+    changes = record_from_wire(ctx.body())
+    app.check_writable(perm, changes)
+    coll = _coll(app, c)
     with coll.db.lock:  # the stored bytes read back are this update's
         record = coll.update(rid, changes)
         data = coll.stored(rid)
-    # The reply is what GET /api/find/{c}/{id} sends for the new record: the read cache
-    # keeps it beside the stored bytes (a Zipfian workload reads what it just wrote),
-    # when it is a function of those bytes alone: no TTL, no schema (it may convert
-    # values), and changes whose values decode from the store as given (the rest of the
-    # record was decoded from it).
     mp = ctx.mp_reply
     body = ew.encode(app.out(record, perm), mp)
+    # Cached only when the body is a function of the stored bytes alone: no TTL, no
+    # schema (it may convert values), and changes whose values decode from the store as
+    # given (the rest of the record was decoded from it).
     as_given = all(map(_PLAIN.__contains__, map(type, changes.values())))
     if data is not None and as_given and coll.schema is None and "ttl" not in record:
         app.reads.put((c, rid, app.settings.use_typed_values, mp), data, body)
@@ -293,7 +301,7 @@ def register(app: App) -> None:
     r("POST", "/api/find/{c}", find, "read")
     r("PUT", "/api/update/sequence/{c}/{id}", sequence, "write")
     r("PUT", "/api/update/{c}/{id}/action/{a}", action, "write")
-    r("PUT", "/api/update/{c}/{id}", update, "write")
+    r("PUT", "/api/update/{c}/{id}", update_reply, "write")
     r("DELETE", "/api/delete/{c}/{id}", delete, "write")
     r("POST", "/api/batch/insert/{c}", batch_insert, "write")
     r("PUT", "/api/batch/update/{c}", batch_update, "write")
