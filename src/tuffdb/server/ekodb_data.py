@@ -74,9 +74,18 @@ def find_by_id_reply(app: App, ctx: Ctx, c: str, rid: str) -> Any:
         record, stable = coll.decode_stored(rid, data)
         if record is None:
             raise NotFoundError("Record not found")
-        body = ew.encode(app.out(record, perm), mp)
+        body = _by_id_body(app, record, perm, mp)
         if stable:
             app.reads.put(key, data, body)
+    return _body_reply(body, mp)
+
+
+def _by_id_body(app: App, record: dict[str, Any], perm: Any, mp: bool) -> bytes:
+    """The body of a by-id reply (find and update send the same; the read cache keeps it)."""
+    return ew.encode(app.out(record, perm), mp)
+
+
+def _body_reply(body: bytes, mp: bool) -> Response:
     return Response(200, body, "application/msgpack" if mp else "application/json", [])
 
 
@@ -122,14 +131,14 @@ def update_reply(app: App, ctx: Ctx, c: str, rid: str) -> Any:
         record = coll.update(rid, changes)
         data = coll.stored(rid)
     mp = ctx.mp_reply
-    body = ew.encode(app.out(record, perm), mp)
+    body = _by_id_body(app, record, perm, mp)
     # Cached only when the body is a function of the stored bytes alone: no TTL, no
     # schema (it may convert values), and changes whose values decode from the store as
     # given (the rest of the record was decoded from it).
     as_given = all(map(_PLAIN.__contains__, map(type, changes.values())))
     if data is not None and as_given and coll.schema is None and "ttl" not in record:
         app.reads.put((c, rid, app.settings.use_typed_values, mp), data, body)
-    return Response(200, body, "application/msgpack" if mp else "application/json", [])
+    return _body_reply(body, mp)
 
 
 def find_by_id_shape(app: App, ctx: Ctx, record: dict[str, Any], perm: Any) -> Any:
