@@ -211,8 +211,9 @@ def main(argv: list[str] | None = None) -> None:
     extra = {k: json.loads(v) for k, _, v in (s.partition("=") for s in args.http_setting)}
     config = ServeConfig(data_dir=args.data_dir, host=args.host, http_port=args.port,
                          durability=args.durability, extra={"http": extra})
-    from tuffdb.server.app import loop_factory  # noqa: PLC0415 - the loop tuffdb serve runs
+    from tuffdb.server.app import loop_factory, tune_gc  # noqa: PLC0415 - as tuffdb serve runs
 
+    tune_gc()
     factory, _ = loop_factory()  # uvloop where installed, as under `tuffdb serve`
     with asyncio.Runner(loop_factory=factory) as runner:
         runner.run(_serve(config))

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tuffdb.events.store import EventStore
-from tuffdb.server.app import loop_factory
+from tuffdb.server.app import loop_factory, tune_gc
 from tuffdb.server.grpc_h2 import GrpcServer, tls_context
 from tuffdb.server.protocol import health_v1_pb2 as hpb
 from tuffdb.server.protocol import umadb_wire as wire
@@ -165,6 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--segment-bytes", type=int)
     p.add_argument("--encryption-key-file", type=Path)
     args = p.parse_args(argv)
+    tune_gc()
     factory, _name = loop_factory()
     with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=factory) as r:
         r.run(_serve(args))

@@ -55,7 +55,10 @@ async def serve(config: SimpleNamespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from tuffdb.server.app import tune_gc  # noqa: PLC0415 - as tuffdb serve runs
+
     config = parse_args(argv)
+    tune_gc()
     try:
         import uvloop  # noqa: PLC0415  (optional)
     except ImportError:

@@ -1,0 +1,218 @@
+"""The ekoDB HTTP face's request path without sockets, to run under a profiler (not a
+benchmark: see bench/ycsb.py).
+
+    python bench/profile_ycsb_http.py durable A --requests 200000 --conns 8
+    python bench/profile_ycsb_http.py durable A --perf dur.data      # perf record -g, measured part
+    python bench/profile_ycsb_http.py cache A --pyspy a.raw          # py-spy raw, measured part
+
+Opens the real face (``ekodb_http.create``: encrypted store, durable_operations as the
+tier says) in a fresh directory, loads 100,000 YCSB records, then feeds the byte-exact
+requests bench/ycsb_gen/ycsb.lua sends (GET /api/find, PUT /api/update, the Bearer
+token) for an op stream of the workload into ``HttpProtocol`` objects, ``--conns`` of them
+closed-loop: a connection sends its next request when its reply has been written, and
+the loop (uvloop, as the server runs) is entered only when every connection is waiting,
+so durable rounds gather and complete (fsync through AIO) as they do under wrk. The
+first half of the requests warms up; the second half is measured and reported as wall
+and thread-CPU time per request, with each thread's user/system ticks from /proc.
+
+What it leaves out, against a served cell: the sockets (recv, send, epoll per request,
+loopback delivery) and the load generator's core. Both builds run it: with
+``TUFFDB_NATIVE_BUILD=<build>`` it measures that build (A/B without servers).
+"""
+
+# Profiling support, not library code.
+# ruff: noqa: INP001, CPY001, T201, S603, S607, PLR0914, PLR0915, E501
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _ycsb_work import FIELDS, key, op_stream, record  # noqa: E402
+
+from tuffdb.server import ekodb_http  # noqa: E402
+from tuffdb.server.config import ServeConfig  # noqa: E402
+from tuffdb.server.ekodb_proto import HttpProtocol  # noqa: E402
+
+RECORDS = 100_000
+
+
+class Transport:
+    """What HttpProtocol needs of a transport; ``write`` hands the reply to ``sink``."""
+
+    def __init__(self, sink: Any, index: int) -> None:
+        self.sink, self.index, self.writes, self.last = sink, index, 0, b""
+
+    def write(self, data: bytes) -> None:
+        self.writes += 1
+        self.last = data
+        self.sink(self.index)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 1) if name == "peername" else default
+
+    def close(self) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def thread_ticks() -> dict[str, tuple[int, int]]:
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            fields = Path(f"/proc/self/task/{tid}/stat").read_text().split(") ")[1].split()
+        except OSError:
+            continue
+        out[tid] = (int(fields[11]), int(fields[12]))
+    return out
+
+
+def requests_for(workload: str, count: int, token: str) -> list[bytes]:
+    head = b"Host: 127.0.0.1\r\nAuthorization: Bearer " + token.encode() + b"\r\n"
+    value = "u" * 100
+    out = []
+    for op, n, f in op_stream(workload, count, RECORDS, 0, 1, 7):
+        k = key(n).encode()
+        if op in ("read", "rmw"):
+            out.append(b"GET /api/find/usertable/" + k + b" HTTP/1.1\r\n" + head + b"\r\n")
+        if op in ("update", "rmw"):
+            body = json.dumps({FIELDS[f]: value}).encode()
+            out.append(b"PUT /api/update/usertable/" + k + b" HTTP/1.1\r\n" + head
+                       + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+                       + body)
+    return out
+
+
+async def run(args: argparse.Namespace) -> None:
+    durable = args.tier == "durable"
+    d = Path(tempfile.mkdtemp(prefix="profile-ycsb-http-"))
+    config = ServeConfig(data_dir=d, host="127.0.0.1", http_port=0,
+                         durability="always" if durable else "none",
+                         extra={"http": {"durable_operations": durable}})
+    face = ekodb_http.create(config)
+    await face.start()
+    try:
+        coll = face.db.collection("usertable")
+        for i in range(0, RECORDS, 1000):
+            coll.insert_many([{"id": key(n), **record(n, 1)} for n in range(i, i + 1000)])
+        ready: deque[int] = deque()
+        waiter: list[asyncio.Future[None] | None] = [None]
+
+        def sink(index: int) -> None:
+            ready.append(index)
+            if waiter[0] is not None and not waiter[0].done():
+                waiter[0].set_result(None)
+
+        api_key = (d / ekodb_http.ADMIN_KEY_FILE).read_text().strip()
+        body = json.dumps({"api_key": api_key}).encode()
+        auth = Transport(sink, -1)
+        proto = HttpProtocol(face.app.handle)
+        proto.connection_made(auth)  # type: ignore[arg-type]
+        proto.data_received(b"POST /api/auth/token HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                            b"application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        while not auth.writes:
+            await asyncio.sleep(0.01)
+        ready.clear()
+        token = json.loads(auth.last.split(b"\r\n\r\n", 1)[1])["token"]
+        reqs = iter(requests_for(args.workload, args.requests, token))
+        conns = []
+        for i in range(args.conns):
+            t = Transport(sink, i)
+            p = HttpProtocol(face.app.handle)
+            p.connection_made(t)  # type: ignore[arg-type]
+            conns.append((t, p))
+
+        async def idle() -> None:
+            waiter[0] = asyncio.get_running_loop().create_future()
+            await waiter[0]
+            waiter[0] = None
+
+        async def drive(count: int) -> None:
+            sent = done = 0
+            for _, p in conns:
+                p.data_received(next(reqs))
+                sent += 1
+            while done < count:
+                if not ready:
+                    await idle()
+                    continue
+                i = ready.popleft()
+                done += 1
+                if sent < count:
+                    conns[i][1].data_received(next(reqs))
+                    sent += 1
+            while sum(t.writes for t, _ in conns) < sent:
+                await idle()
+
+        half = args.requests // 2
+        await drive(half - args.conns)
+        ready.clear()
+        prof = None
+        if args.perf:
+            prof = subprocess.Popen(["perf", "record", "-g", "-F", "2000", "-p", str(os.getpid()),
+                                     "-o", args.perf], stderr=subprocess.DEVNULL)
+        elif args.pyspy:
+            prof = subprocess.Popen(["py-spy", "record", "-r", "500", "-f", "raw", "-p",
+                                     str(os.getpid()), "-o", args.pyspy],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if prof is not None:
+            time.sleep(1.5)  # let the profiler attach before the measured part
+        measured = args.requests - half - args.conns
+        ticks0 = thread_ticks()
+        t0, c0 = time.perf_counter(), time.thread_time()
+        await drive(measured)
+        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+        ticks1 = thread_ticks()
+        if prof is not None:
+            prof.send_signal(signal.SIGINT)
+            prof.wait()
+        per = {tid: (u - ticks0.get(tid, (0, 0))[0], s - ticks0.get(tid, (0, 0))[1])
+               for tid, (u, s) in ticks1.items()}
+        print(f"{args.tier} {args.workload} x{args.conns}: {measured} requests, "
+              f"{wall / measured * 1e6:.1f} us wall and {cpu / measured * 1e6:.1f} us of the "
+              f"loop thread's CPU per request")
+        print("threads (user, system ticks):",
+              {tid: v for tid, v in per.items() if v != (0, 0)})
+    finally:
+        await face.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("tier", choices=("durable", "cache"))
+    ap.add_argument("workload", choices=("A", "B", "C", "F"))
+    ap.add_argument("--requests", type=int, default=200_000)
+    ap.add_argument("--conns", type=int, default=8)
+    ap.add_argument("--perf", help="perf record -g output for the measured part")
+    ap.add_argument("--pyspy", help="py-spy raw output for the measured part")
+    args = ap.parse_args()
+    try:
+        import uvloop  # noqa: PLC0415 - as the server runs
+    except ImportError:
+        asyncio.run(run(args))
+    else:
+        uvloop.run(run(args))
+
+
+if __name__ == "__main__":
+    main()

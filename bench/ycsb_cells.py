@@ -1,0 +1,101 @@
+"""A few YCSB cells against one fresh tuffdb HTTP server, for A/B runs between builds (not
+the benchmark: bench/ycsb.py runs every store, tier and cell and writes the report).
+
+    python bench/ycsb_cells.py durable A/8,F/8 --reps 1 [--stat]
+    TUFFDB_NATIVE_BUILD=.venv/tuffdb-native/<key> python bench/ycsb_cells.py cache A/8
+
+Starts the server the way bench/ycsb.py does (pinned to --server-cpu, 100,000 records),
+then runs each cell with wrk + bench/ycsb_gen/ycsb.lua pinned to --client-cpu and prints
+one line per cell: tier, cell, rep, ops/s. With ``--stat`` it also reads /proc over six
+seconds of each cell's window and prints each busy server thread's user and system CPU
+per operation and the server core's split (user, system, idle, softirq, steal ticks).
+To compare builds, alternate fresh servers of each (``TUFFDB_NATIVE_BUILD`` picks the
+build the server runs) in one session: the machine's speed drifts between runs.
+"""
+
+# Benchmark support, not library code.
+# ruff: noqa: INP001, CPY001, T201, S603, S607, PLR0914, E501
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _ycsb_cgen import run_wrk  # noqa: E402
+from ycsb import TuffdbHttp  # noqa: E402
+
+RECORDS = 100_000
+
+
+def _threads(pid: int) -> dict[str, tuple[int, int]]:
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().split(") ")[1].split()
+        except OSError:
+            continue
+        out[task.name] = (int(fields[11]), int(fields[12]))
+    return out
+
+
+def _core(cpu: int) -> list[int]:
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith(f"cpu{cpu} "):
+            return [int(x) for x in line.split()[1:]]
+    return []
+
+
+def _sample(pid: int, cpu: int, out: list[object]) -> None:
+    time.sleep(3)  # inside the measured window (2 s warm-up first)
+    t0, c0 = _threads(pid), _core(cpu)
+    time.sleep(6)
+    out.extend([_threads(pid), _core(cpu), t0, c0])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("tier", choices=("durable", "cache"))
+    ap.add_argument("cells", help="comma-separated WORKLOAD/THREADS, e.g. A/8,F/8")
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--stat", action="store_true")
+    ap.add_argument("--server-cpu", type=int, default=0)
+    ap.add_argument("--client-cpu", type=int, default=1)
+    ap.add_argument("--duration", type=float, default=10)
+    ap.add_argument("--warmup", type=float, default=2)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ycsb-cells-") as tmp:
+        server = TuffdbHttp(Path(tmp), args.tier, args.server_cpu)
+        try:
+            server.insert(list(range(RECORDS)), 1)
+            for rep in range(args.reps):
+                for cell in args.cells.split(","):
+                    workload, threads = cell.split("/")
+                    got: list[object] = []
+                    probe = threading.Thread(target=_sample, args=(server.pid, args.server_cpu, got))
+                    if args.stat:
+                        probe.start()
+                    res = run_wrk(server.port, server.token, workload, int(threads), RECORDS, 1,
+                                  args.warmup, args.duration, 0, args.client_cpu)
+                    line = f"{args.tier} {cell} {rep} {round(res['ops_per_s'])}"
+                    if args.stat:
+                        probe.join()
+                        t1, c1, t0, c0 = got  # type: ignore[misc]
+                        ops = res["ops_per_s"] * 6 / 1e4  # ticks are 10 ms; per op in us
+                        for tid, (u, s) in t1.items():  # type: ignore[attr-defined]
+                            du, ds = u - t0.get(tid, (0, 0))[0], s - t0.get(tid, (0, 0))[1]  # type: ignore[attr-defined]
+                            if du + ds > 3:
+                                line += f"; thread {tid} user {du / ops:.1f} us/op, system {ds / ops:.1f} us/op"
+                        d = [b - a for a, b in zip(c0, c1, strict=True)]  # type: ignore[call-overload]
+                        line += (f"; core user {d[0]} system {d[2]} idle {d[3]} softirq {d[6]} "
+                                 f"steal {d[7]} ticks")
+                    print(line, flush=True)
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
