@@ -58,11 +58,11 @@ class StartupError(Error):
 
 # The cyclic collector's thresholds in a server process (CPython's default: 700, 10, 10).
 # A request allocates a few dozen containers (parsed headers, dicts, closures, the
-# Deferred of a durable write) that reference counting frees; at 700 the collector still
-# ran a young-generation pass every ~15 requests and promoted whatever was in flight, so
-# older passes kept re-walking it. A/B on the compiled build, durable tier, YCSB A/8
-# over HTTP (wrk, alternating fresh servers, 5 pairs): 6.9k/7.7k/9.3k/8.7k/8.3k ops/s
-# with the default against 8.3k/9.5k/10.9k/9.3k/8.8k with these (+7 to +24 %).
+# Deferred of a durable write) that reference counting frees; at 700 a young-generation
+# pass ran every dozen or so requests, promoting whatever was in flight for the older
+# passes to walk again (the likely mechanism; not traced). Measured, A/B on the compiled
+# build, durable tier, YCSB A/8 over HTTP (wrk, alternating fresh servers): ahead in 8 of
+# 8 pairs, +2 to +27 % (docs/benchmarks/ycsb.md, 2026-12-01 evening session).
 SERVER_GC_THRESHOLDS = (20_000, 50, 100)
 
 
