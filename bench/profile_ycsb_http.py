@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import thread_ticks  # noqa: E402
 from _ycsb_work import FIELDS, key, op_stream, record  # noqa: E402
 
 from tuffdb.server import ekodb_http  # noqa: E402
@@ -73,17 +74,6 @@ class Transport:
 
     def resume_reading(self) -> None:
         pass
-
-
-def thread_ticks() -> dict[str, tuple[int, int]]:
-    out = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            fields = Path(f"/proc/self/task/{tid}/stat").read_text().split(") ")[1].split()
-        except OSError:
-            continue
-        out[tid] = (int(fields[11]), int(fields[12]))
-    return out
 
 
 def requests_for(workload: str, count: int, token: str) -> list[bytes]:

@@ -25,21 +25,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import thread_ticks  # noqa: E402
 from _ycsb_cgen import run_wrk  # noqa: E402
 from ycsb import TuffdbHttp  # noqa: E402
 
 RECORDS = 100_000
-
-
-def _threads(pid: int) -> dict[str, tuple[int, int]]:
-    out = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            fields = (task / "stat").read_text().split(") ")[1].split()
-        except OSError:
-            continue
-        out[task.name] = (int(fields[11]), int(fields[12]))
-    return out
 
 
 def _core(cpu: int) -> list[int]:
@@ -51,9 +41,9 @@ def _core(cpu: int) -> list[int]:
 
 def _sample(pid: int, cpu: int, out: list[object]) -> None:
     time.sleep(3)  # inside the measured window (2 s warm-up first)
-    t0, c0 = _threads(pid), _core(cpu)
+    t0, c0 = thread_ticks(pid), _core(cpu)
     time.sleep(6)
-    out.extend([_threads(pid), _core(cpu), t0, c0])
+    out.extend([thread_ticks(pid), _core(cpu), t0, c0])
 
 
 def main() -> None:
@@ -75,13 +65,15 @@ def main() -> None:
                 for cell in args.cells.split(","):
                     workload, threads = cell.split("/")
                     got: list[object] = []
-                    probe = threading.Thread(target=_sample, args=(server.pid, args.server_cpu, got))
+                    probe = None
                     if args.stat:
+                        probe = threading.Thread(target=_sample,
+                                                 args=(server.pid, args.server_cpu, got))
                         probe.start()
                     res = run_wrk(server.port, server.token, workload, int(threads), RECORDS, 1,
                                   args.warmup, args.duration, 0, args.client_cpu)
                     line = f"{args.tier} {cell} {rep} {round(res['ops_per_s'])}"
-                    if args.stat:
+                    if probe is not None:
                         probe.join()
                         t1, c1, t0, c0 = got  # type: ignore[misc]
                         ops = res["ops_per_s"] * 6 / 1e4  # ticks are 10 ms; per op in us

@@ -29,7 +29,7 @@ def test_the_embedded_library_leaves_the_collector_alone(tmp_path: Path) -> None
     assert opened == default
 
 
-def test_a_server_process_runs_with_the_server_thresholds() -> None:
+def test_tune_gc_sets_the_server_thresholds_above_the_default() -> None:
     assert SERVER_GC_THRESHOLDS[0] > _thresholds_after("")[0]
     assert _thresholds_after("from tuffdb.server.app import tune_gc\ntune_gc()") \
         == SERVER_GC_THRESHOLDS
