@@ -3,6 +3,10 @@ order, and a reply that fails to build costs its client a 500, not the round's o
 
 from __future__ import annotations
 
+import asyncio
+import time
+
+from tuffdb.server.busy_poll import BusyPoll
 from tuffdb.server.ekodb_proto import Deferred, HttpProtocol, Request, Response
 
 
@@ -85,3 +89,30 @@ def test_ready_before_delivery_is_written_at_once() -> None:
     proto.data_received(_get("/x"))
     assert t.out and t.out[0].endswith(b"early")
     assert not proto.busy
+
+
+def test_a_deferred_reply_keeps_the_loop_polling_for_its_clients_next_request() -> None:
+    async def main() -> None:
+        poller = BusyPoll(1000, lambda: True)  # 1 ms
+        pending: list[Deferred] = []
+
+        def handler(req: Request) -> Deferred:
+            d = Deferred(lambda err: Response(200, b"done"))
+            pending.append(d)
+            return d
+
+        proto = HttpProtocol(handler, poller=poller)
+        t = _Transport()
+        proto.connection_made(t)  # type: ignore[arg-type]
+        proto.data_received(_put("/w"))
+        # the request's window passes, as during a round's fsync
+        while poller.spinning or time.perf_counter() < poller.shared_until:
+            await asyncio.sleep(0)
+        spins = poller.spins
+        pending[0].ready(None)  # the round completed: the reply goes out
+        assert t.out and t.out[0].endswith(b"done")
+        assert poller.spinning  # polling again, not asleep, for the next request
+        await asyncio.sleep(0)
+        assert poller.spins > spins
+
+    asyncio.run(main())

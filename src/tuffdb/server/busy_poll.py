@@ -19,6 +19,15 @@ one core, probably preempting a background thread that holds the GIL. So it now 
 only while one connection alone is sending (input from another within the window stops
 it). That version, A/B: C/1 7.3k/7.3k -> 12.9k/11.3k, B/1 8.3k/7.3k -> 10.2k/10.3k, B/8
 25.6k/24.4k -> 23.1k/25.1k (noise).
+
+A durable write's reply is written when its round's fsync completes, long after the
+request's input opened the window, so the loop went to sleep right after it and the
+client's next request had to wake it. Writing such a reply now counts as input from that
+connection (``HttpProtocol._deliver``). A/B on a day of heavy steal (alternating fresh
+servers, 13 pairs of 6-8 s cells, docs/benchmarks/ycsb-deferred-spin/ab.txt): durable F/1
+ahead in 11 of 13 pairs (medians of the last six pairs 1,970 -> 2,285 ops/s), A/1 in 8 of
+13 (2,272 -> 2,392: within the noise). Spinning on (with ``sched_yield``) while the fsync
+itself is in flight did not help there (A/1 ahead in 2 of 7 pairs, F/1 in 4 of 7).
 """
 
 from __future__ import annotations
@@ -46,7 +55,8 @@ class BusyPoll:
 
     def touch(self, source: object) -> None:
         """Input arrived from ``source`` (a connection; called from data_received, on the
-        loop thread)."""
+        loop thread), or a reply it waited for was written to it after the round's fsync
+        (its next request is due as after input)."""
         if self.window <= 0:
             return
         now = self.last = time.perf_counter()

@@ -125,7 +125,7 @@ class HttpProtocol(asyncio.Protocol):
     def __init__(self, handler: Callable[[Request], Response | Deferred | Awaitable[Response]],
                  max_body: int = MAX_BODY_BYTES, poller: BusyPoll | None = None) -> None:
         self.handler = handler
-        self.poller = poller  # told of input (busy_poll.py)
+        self.poller = poller  # told of input and of deferred replies (busy_poll.py)
         self.max_body = max_body
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
@@ -237,6 +237,8 @@ class HttpProtocol(asyncio.Protocol):
         """A Deferred reply is ready: write it and go on with the queue."""
         self.busy = False
         if self._send(req, resp):
+            if self.poller is not None:  # the client's next request is due: stay awake
+                self.poller.touch(self)
             self._process()
 
     def _resume(self, req: Request, fut: asyncio.Future[Response]) -> None:
