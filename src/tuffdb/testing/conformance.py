@@ -36,8 +36,12 @@ HOUR = 3600.0
 
 
 def dir_bytes(path: Path) -> int:
-    """Total size of every regular file under ``path`` (a store's footprint on disk)."""
-    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+    """Total size of every regular file under ``path`` (a store's footprint on disk),
+    without spare log files: zeros a background thread preallocates at its own pace
+    (storage/spare.py), so a spare still being written would make two measurements
+    differ with no write in between."""
+    return sum(p.stat().st_size for p in Path(path).rglob("*")
+               if p.is_file() and not (p.name.startswith("spare-") and p.suffix == ".tmp"))
 
 
 def sleep_past(deadline: float) -> None:
