@@ -24,6 +24,12 @@ from pathlib import Path
 from tuffdb.storage.files import fsync_dir, fsync_fd, remove_quietly, write_all
 
 _ZEROS = bytes(1 << 20)
+_PREFIX, _SUFFIX = "spare-", ".tmp"
+
+
+def is_spare(path: Path) -> bool:
+    """Whether ``path`` names a spare (made here; not yet a log file)."""
+    return path.name.startswith(_PREFIX) and path.suffix == _SUFFIX
 
 
 class Spares:
@@ -56,7 +62,7 @@ class Spares:
                 self._make()
 
     def _make(self) -> None:
-        path = self.directory / f"spare-{os.getpid()}-{next(self._counter)}.tmp"
+        path = self.directory / f"{_PREFIX}{os.getpid()}-{next(self._counter)}{_SUFFIX}"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             left = self.size

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from tuffdb.errors import ClosedError, LimitExceeded, NotFoundError
+from tuffdb.storage.spare import is_spare
 from tuffdb.testing.models import KVModel
 
 __all__ = ["KVStoreConformance", "dir_bytes", "sleep_past"]
@@ -40,8 +41,7 @@ def dir_bytes(path: Path) -> int:
     without spare log files: zeros a background thread preallocates at its own pace
     (storage/spare.py), so a spare still being written would make two measurements
     differ with no write in between."""
-    return sum(p.stat().st_size for p in Path(path).rglob("*")
-               if p.is_file() and not (p.name.startswith("spare-") and p.suffix == ".tmp"))
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file() and not is_spare(p))
 
 
 def sleep_past(deadline: float) -> None:
