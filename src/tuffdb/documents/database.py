@@ -27,7 +27,7 @@ from tuffdb.documents.write_lock import WriteLock
 from tuffdb.errors import ClosedError, IntegrityError, NotFoundError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
     from pathlib import Path
 
     from tuffdb.documents.transactions import Transaction
@@ -77,6 +77,10 @@ class Database:
         self.active_transactions: dict[str, Transaction] = {}
         self.trash_ttl: float | None = TRASH_TTL_SECONDS  # None: deletes are final
         self.listeners: list[Any] = [SearchHook(self)]  # commit listeners: documents/listeners.py
+        # Told (collection, id) of every record written, (collection, None) for a dropped
+        # collection, once the write is in the store (a server holds readers of a written
+        # record until the write is durable: server/loop_rounds.py).
+        self.on_written: Callable[[list[tuple[str, str | None]]], None] | None = None
         self.replayed = self._replay_intents()
 
     @classmethod
@@ -141,6 +145,8 @@ class Database:
             self._collections.pop(name, None)
             self.seq += 1
             self.collection_versions[name] = self.seq
+            if self.on_written is not None:
+                self.on_written([(name, None)])
             return len(items)
 
     def _run_ops(self, ops: list[list[Any]], *, crash_point: bool = False,
@@ -257,6 +263,8 @@ class Database:
                 coll.index_write(w)
         if pending is not None:
             pending.publish()
+        if self.on_written is not None:
+            self.on_written([(w.collection, w.id) for w in writes])
         if track:
             now = time.monotonic()
             for tx in [t for t in self.active_transactions.values() if now > t.deadline + 1.0]:

@@ -143,6 +143,9 @@ class App:
         ekodb_search.register(self)
         ekodb_sse.register(self)
         ekodb_ws.register(self)
+        # reads of one record, held only while that record's write waits (_when_seen)
+        self._one_record: tuple[Handler, ...] = (ekodb_data.find_by_id_reply,)
+        db.on_written = self._written
 
     def route(self, method: str, path: str, handler: Handler, access: str) -> None:
         """``access``: open | read | write | admin | auth (any valid token)."""
@@ -173,10 +176,13 @@ class App:
     def handle(self, req: Request) -> Response | Deferred | asyncio.Future[Response]:
         """The reply to ``req``: a Response, or (a write under ``durable_operations``) a
         Deferred or a future of it, ready once the write is durable. Called on the loop
-        thread; no task or coroutine per request (HttpProtocol writes a Response at once)."""
+        thread; no task or coroutine per request (HttpProtocol writes a Response at once).
+        Under ``durable_operations`` a reply that may show a write not yet durable (a read's,
+        or any failure's: a 404 may show a delete) waits for it too (:meth:`_when_seen`)."""
         segs, params = ew.split_url(req.url)
         mp = "msgpack" in req.headers.get("accept", "")
         headers: list[tuple[str, str]] = []
+        access, record = "open", None
         try:
             found = self._match(req.method, segs)
             if found is None:
@@ -187,16 +193,21 @@ class App:
                 headers = self._rate_limit(key.key_id if key else req.peer)
             self._check_access(key, access)
             ctx = Ctx(req, params, key, mp)
+            if handler in self._one_record:
+                record = args
             result = handler(self, ctx, *args)
-            if access in ("write", "admin", "kv_write") and self.settings.durable_operations:
-                return self._when_durable(lambda: self._reply(result, headers, mp))
+            if self.settings.durable_operations:
+                if access in ("write", "admin", "kv_write"):
+                    return self._when_durable(lambda: self._reply(result, headers, mp))
+                if access in ("read", "kv_read") and self._rounds.holds_readers:
+                    return self._when_seen(self._reply(result, headers, mp), record)
         except _RateLimited as exc:
             return Response(429, ew.encode({"code": 429, "message": str(exc)}, False),
                              headers=[("Retry-After", str(exc.retry_after)), *exc.headers])
         except Error as err:
             resp = error_response(status_of(err), str(err).strip("'\""))
             resp.headers.extend(headers)
-            return resp
+            return self._failed(resp, access, record)
         except RecursionError:
             resp = error_response(400, "bad request: nested too deeply")
             resp.headers.extend(headers)
@@ -206,6 +217,14 @@ class App:
             resp.headers.extend(headers)
             return resp
         return self._reply(result, headers, mp)
+
+    def _failed(self, resp: Response, access: str, record: list[str] | None) -> Response | Deferred:
+        """An error reply to a data request: under durable_operations it may show a write
+        not yet durable (a 404 after a delete, a 409 after an insert), so it waits too."""
+        if (self.settings.durable_operations and access != "open"
+                and self._rounds.holds_readers):
+            return self._when_seen(resp, record)
+        return resp
 
     @staticmethod
     def _reply(result: Any, headers: list[tuple[str, str]], mp: bool) -> Response:
@@ -240,6 +259,48 @@ class App:
 
         self.durable().add_done_callback(done)  # type: ignore[attr-defined]
         return out
+
+    def _when_seen(self, resp: Response, record: list[str] | None) -> Response | Deferred:
+        """``resp`` to a read, held until the writes it may show are durable: those of
+        every round not yet durable, or for a read of one ``record`` ([collection, id])
+        the round its last write joined (and a drop of its collection's). PostgreSQL
+        makes a commit visible only after its WAL flush; without this a reader could act
+        on a write that a crash then loses."""
+        if getattr(resp, "takeover", None) is not None or self.db.kv.durability == "none":
+            return resp  # a stream (SSE) pushes only durable mutations itself
+
+        def make(error: BaseException | None) -> Response:
+            if error is None:
+                return resp
+            return error_response(status_of(error) if isinstance(error, Error) else 500,
+                                  f"read of a write not made durable: {error}")
+
+        deferred = Deferred(make)
+        rounds = self._rounds
+        held = (rounds.after_writes_seen(deferred.ready) if record is None else
+                rounds.after_keys_seen(((record[0], record[1]), (record[0], None)),
+                                       deferred.ready))
+        return deferred if held else resp
+
+    def _written(self, keys: list[tuple[str, str | None]]) -> None:
+        """``Database.on_written``: under durable_operations, name the records a loop pass
+        wrote to its round (loop_rounds.py), so that their readers wait for it. A write
+        made off the loop thread is not the loop's round's (it waits for its own)."""
+        if not self.settings.durable_operations or self.db.kv.durability == "none":
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._rounds.mark(keys)
+
+    def visible(self) -> Awaitable[None] | None:
+        """For a WebSocket read: done once every write it may show is durable (None: at
+        once), as :meth:`_when_seen` without a record."""
+        if (not self.settings.durable_operations or self.db.kv.durability == "none"
+                or not self._rounds.holds_readers):
+            return None
+        return self._rounds.seen_future()
 
     def idle_for_spin(self) -> bool:
         """Whether the loop may busy-poll now (busy_poll.py): not while a round's fsync

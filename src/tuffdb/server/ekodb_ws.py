@@ -12,7 +12,8 @@ close frames). Then:
 2. Requests ``{"type", "messageId", "payload"}`` run one at a time, in order, through the
    same handlers as REST (permissions, validation, transactions are theirs); replies are
    ``Success{messageId, payload: {data}}`` or ``Error`` with ``code`` and ``message`` at
-   top level. With ``durable_operations`` a write is answered once fsynced.
+   top level. With ``durable_operations`` a write is answered once fsynced, and a read
+   once every write it may show is (App.visible).
 3. ``Subscribe{collection, filter_field?, filter_value?}`` starts a watch (one per
    collection per connection; subscribing again replaces it) whose events are pushed as
    ``MutationNotification``; ``Unsubscribe{collection}`` stops it. A subscription that
@@ -155,6 +156,8 @@ class WsSession:
             result = self.dispatch(kind, payload)
             if kind in WRITES and self.app.settings.durable_operations:
                 await self.app.durable()
+            elif (seen := self.app.visible()) is not None:  # a read waits for what it shows
+                await seen
         except Error as exc:
             self.send({"type": "Error", "code": status_of(exc), "message": str(exc).strip("'\""),
                        "messageId": mid})

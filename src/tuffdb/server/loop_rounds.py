@@ -22,6 +22,13 @@ With ``aio=True`` (the ekoDB face) the loop still writes the round itself but ha
 fsync to the kernel (Linux AIO, storage/aio_sync.py) and serves on; the eventfd that
 reports completion is one more reader on the loop, so no thread and no GIL hand-off is
 involved. One round's fsync is in flight at a time; the next gathers meanwhile.
+
+Readers: a reply must not show a write a crash could still lose (PostgreSQL makes a commit
+visible only after its WAL flush; Redis sends every reply of a pass after the pass's
+fsync). :meth:`after_writes_seen` holds a reader's reply while any write waits for its
+round; with :meth:`mark` the writer names the keys it wrote, and :meth:`after_keys_seen`
+holds a reader of one key only while that key's last write waits, for the round that
+write joined (the one in flight or the one gathering).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Protocol, cast
 
 from tuffdb.storage.aio_sync import AioSync, open_aio
@@ -63,9 +70,13 @@ class LoopRounds:
         self._passes = 0
         self._aio: AioSync | None = None
         self._want_aio = aio and hasattr(store, "begin_round")
-        # the round being fsynced: (its waiters, round number, staged writes, fsync ids)
-        self._inflight: tuple[list[Waiter], int, Any, set[int]] | None = None
+        # the round being fsynced: (its waiters, round number, staged writes, fsync ids,
+        # the keys marked in it)
+        self._inflight: tuple[list[Waiter], int, Any, set[int], list[Hashable]] | None = None
         self._ready = False  # the next round's passes are done; it starts on completion
+        self._keys: list[Hashable] = []  # marked in the gathering round
+        self._gen = 0  # counts rounds taken from gathering: names the gathering round
+        self._dirty: dict[Hashable, int] = {}  # marked key -> _gen of the round it joined
 
     def after_round(self, fn: Waiter) -> None:
         """Call ``fn(error)`` once every write made so far is durable. ``error`` is the
@@ -74,6 +85,52 @@ class LoopRounds:
             self._passes = 0
             asyncio.get_running_loop().call_soon(self._hop)
         self._round.append(fn)
+
+    def mark(self, keys: Iterable[Hashable]) -> None:
+        """Name the keys just written (a round is due for them: one is scheduled if none
+        gathers yet, so a marked key never waits for a round that does not come)."""
+        if not self._round:
+            self.after_round(_nothing)
+        gen, dirty, mine = self._gen, self._dirty, self._keys
+        for k in keys:
+            dirty[k] = gen
+            mine.append(k)
+
+    @property
+    def holds_readers(self) -> bool:
+        """Some write is not yet durable (a round gathers or is in flight)."""
+        return bool(self._round) or self._inflight is not None
+
+    def after_keys_seen(self, keys: Iterable[Hashable], fn: Waiter) -> bool:
+        """For a reader of ``keys`` alone: join the latest round that one of their marked
+        writes joined, if any is not yet durable. False when none waits (``fn`` is then
+        not called)."""
+        dirty = self._dirty
+        if not dirty:
+            return False
+        gens = [g for g in map(dirty.get, keys) if g is not None]
+        if not gens:
+            return False
+        if max(gens) == self._gen:
+            self._round.append(fn)
+        else:  # the round in flight (a marked key leaves _dirty when its round ends)
+            assert self._inflight is not None
+            self._inflight[0].append(fn)
+        return True
+
+    def _take(self) -> tuple[list[Waiter], list[Hashable]]:
+        """The gathering round's waiters and keys; the next round gathers from here."""
+        waiters, self._round = self._round, []
+        keys, self._keys = self._keys, []
+        self._gen += 1
+        return waiters, keys
+
+    def _release(self, keys: list[Hashable]) -> None:
+        """A round ended: its keys are durable now (unless a later round wrote them)."""
+        dirty, gen = self._dirty, self._gen
+        for k in keys:
+            if dirty.get(k, gen) != gen:
+                del dirty[k]
 
     def _hop(self) -> None:
         if self._passes < EXTRA_PASSES:
@@ -101,6 +158,16 @@ class LoopRounds:
 
     def future(self) -> asyncio.Future[None]:
         """:meth:`after_round` as a future (to await, or to gather with others)."""
+        fut = self._future(self.after_round)
+        assert fut is not None
+        return fut
+
+    def seen_future(self) -> asyncio.Future[None] | None:
+        """:meth:`after_writes_seen` as a future; None when no write waits."""
+        return self._future(self.after_writes_seen)
+
+    @staticmethod
+    def _future(join: Callable[[Waiter], bool | None]) -> asyncio.Future[None] | None:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def done(exc: BaseException | None) -> None:
@@ -111,8 +178,7 @@ class LoopRounds:
             else:
                 fut.set_exception(exc)
 
-        self.after_round(done)
-        return fut
+        return None if join(done) is False else fut
 
     def _finish(self) -> None:
         if self._inflight is not None:
@@ -124,12 +190,13 @@ class LoopRounds:
 
     def _run_inline(self) -> None:
         """Write and fsync the gathered round on this thread, then call its waiters."""
-        waiters, self._round = self._round, []
+        waiters, keys = self._take()
         error: BaseException | None = None
         try:
             self.store.wait_durable(self.store.write_ticket())
         except Exception as exc:  # noqa: BLE001  (a closed or poisoned store: tell waiters)
             error = exc
+        self._release(keys)
         self._call(waiters, error)
 
     # --- rounds fsynced through AIO -----------------------------------------------------
@@ -145,17 +212,18 @@ class LoopRounds:
         try:
             begun = store.begin_round(self.settle)
         except Exception as exc:  # noqa: BLE001  (closed or poisoned: tell the waiters)
-            waiters, self._round = self._round, []
+            waiters, keys = self._take()
+            self._release(keys)
             self._call(waiters, exc)
             return True
         if begun is None:
             return False  # a round is running on another thread: wait for it inline
         number, staged = begun
-        waiters, self._round = self._round, []
+        waiters, keys = self._take()
         try:
             syncs = staged.sync_requests()
         except Exception as exc:  # noqa: BLE001  (a poisoned log: the round fails)
-            self._end(waiters, number, staged, exc)
+            self._end(waiters, number, staged, keys, exc)
             return True
         try:
             ids = set(self._aio.submit(syncs)) if syncs else set()
@@ -167,9 +235,9 @@ class LoopRounds:
                     fsync_fd(fd, data_only=data_only)
             except OSError as exc:
                 error = exc
-            self._end(waiters, number, staged, error)
+            self._end(waiters, number, staged, keys, error)
             return True
-        self._inflight = (waiters, number, staged, ids)
+        self._inflight = (waiters, number, staged, ids, keys)
         if not ids:
             self._complete(None)
         return True
@@ -189,25 +257,26 @@ class LoopRounds:
     def _complete(self, error: BaseException | None) -> None:
         """End the round in flight; start the one gathered behind it, if its passes are done."""
         assert self._inflight is not None
-        waiters, number, staged, _ = self._inflight
+        waiters, number, staged, _, keys = self._inflight
         self._inflight = None
-        self._end(waiters, number, staged, error)
+        self._end(waiters, number, staged, keys, error)
         if self._ready:
             self._ready = False
             self._finish()
 
-    def _end(self, waiters: list[Waiter], number: int, staged: Any,
+    def _end(self, waiters: list[Waiter], number: int, staged: Any, keys: list[Hashable],
              error: BaseException | None) -> None:
         cast("SplitRounds", self.store).end_round(number, staged, error)
+        self._release(keys)
         self._call(waiters, error)
 
     def settle(self) -> None:
         """Finish the round in flight now (blocking), and the round gathered behind it
         (inline): the store is closing."""
         if self._inflight is not None and self._aio is not None:
-            waiters, number, staged, _ = self._inflight
+            waiters, number, staged, _, keys = self._inflight
             self._inflight = None
-            self._end(waiters, number, staged, _fsync_error(self._aio.reap(block=True)))
+            self._end(waiters, number, staged, keys, _fsync_error(self._aio.reap(block=True)))
         if self._ready:  # its passes are done, so nothing else would start it
             self._ready = False
             self._run_inline()
@@ -226,6 +295,10 @@ class LoopRounds:
     def _call(waiters: list[Waiter], error: BaseException | None) -> None:
         for fn in waiters:
             fn(error)
+
+
+def _nothing(_error: BaseException | None) -> None:
+    """The waiter :meth:`LoopRounds.mark` adds so that a round is scheduled."""
 
 
 def _fsync_error(reaped: list[tuple[int, int]]) -> OSError | None:
