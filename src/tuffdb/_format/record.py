@@ -39,6 +39,10 @@ class Flag(IntFlag):
 
 
 KNOWN_FLAGS = int(Flag.COMMIT | Flag.ZSTD | Flag.AES_GCM)
+# The same bits as plain ints, for the paths that test or set them per frame: ``int & Flag``
+# runs IntFlag's Python-level ``__rand__`` (a Flag is an int subclass that overrides it),
+# about a microsecond a time; these stay in C.
+COMMIT, ZSTD, AES_GCM = int(Flag.COMMIT), int(Flag.ZSTD), int(Flag.AES_GCM)
 
 
 class Kind(IntEnum):
@@ -116,7 +120,7 @@ def scan_frames(buf: bytes, start: int = 0, end: int | None = None) -> ScanResul
             break
         append(Frame(pos, kind, flags, payload))
         pos = body + length
-        if flags & Flag.COMMIT:
+        if flags & COMMIT:
             committed = pos
     return ScanResult(frames, pos, committed, error)
 

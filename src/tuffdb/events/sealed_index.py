@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tuffdb._format.record import FRAME_SIZE, Flag, encode_frame, scan_frames
+from tuffdb._format.record import AES_GCM, COMMIT, FRAME_SIZE, ZSTD, encode_frame, scan_frames
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE, SegmentHeader, unpack_header
 from tuffdb.errors import CorruptionError
 from tuffdb.events import codec
@@ -28,7 +28,7 @@ from tuffdb.events.format import (
 from tuffdb.storage.codec import Codec
 from tuffdb.storage.files import segment_name, write_file_durably
 
-ENCODED_FLAGS = int(Flag.ZSTD | Flag.AES_GCM)
+ENCODED_FLAGS = ZSTD | AES_GCM
 
 # Index body header: first_position, count, n_types, n_tags, n_tracking, segment_size,
 # n_frames, reserved (0).
@@ -159,7 +159,7 @@ def encode(ix: SegmentIndex, base_address: int, codec: Codec | None = None) -> b
     if codec is not None:
         flags, payload = codec.encode(payload)
     head = SegmentHeader(INDEX_FILE_KIND, 0, base_address, 0, codec.key_id if codec else 0).pack()
-    return head + encode_frame(FrameKind.INDEX, payload, flags | Flag.COMMIT)
+    return head + encode_frame(FrameKind.INDEX, payload, flags | COMMIT)
 
 
 def decode(data: bytes, base_address: int, path: str, codec: Codec | None = None) -> SegmentIndex:

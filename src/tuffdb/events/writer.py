@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tuffdb._format.record import FRAME_SIZE, Flag, frame_header
+from tuffdb._format.record import COMMIT, FRAME_SIZE, frame_header
 from tuffdb.errors import ClosedError, IntegrityError
 from tuffdb.events import codec
 from tuffdb.events.format import EVENTS_HEADER, EVENTS_HEADER_SIZE, FrameKind
@@ -304,7 +304,7 @@ class Writer(threading.Thread):
             # Re-frame the last frame with COMMIT (its header is at frames[-2]).
             last = frames[-1]
             kind = frames[-2][8]
-            frames[-2] = frame_header(kind, last, last_flags | Flag.COMMIT)
+            frames[-2] = frame_header(kind, last, last_flags | COMMIT)
             try:
                 if addrs:
                     st._addr.extend(np.concatenate(addrs) if len(addrs) > 1 else addrs[0])

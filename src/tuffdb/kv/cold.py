@@ -45,7 +45,14 @@ from tuffdb._format.kv import (
     TRAILER_SIZE,
     VALUE_BITS,
 )
-from tuffdb._format.record import FRAME_SIZE, Flag, Kind, decode_single_frame, frame_header, scan_frames
+from tuffdb._format.record import (
+    COMMIT,
+    FRAME_SIZE,
+    Kind,
+    decode_single_frame,
+    frame_header,
+    scan_frames,
+)
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE, FileKind, SegmentHeader, unpack_header
 from tuffdb.errors import CorruptionError
 from tuffdb.kv.records import iter_records
@@ -157,7 +164,7 @@ def write_segment(
             "tombstones": len(tombs),
         }
         mdata = json.dumps(meta, separators=(",", ":")).encode()
-        out += [frame_header(Kind.META, mdata, Flag.COMMIT), mdata]
+        out += [frame_header(Kind.META, mdata, COMMIT), mdata]
         trailer_head = TRAILER.pack(pos, TRAILER_MAGIC, 0)[:12]
         out.append(trailer_head + crc32c(trailer_head).to_bytes(4, "little"))
         write_all(fd, b"".join(out))
@@ -201,7 +208,7 @@ def hint_bytes(seg_id: int, e: Entries, codec: Codec) -> bytes:
     ])
     flags, data = codec.encode(body)
     head = SegmentHeader(FileKind.KV_HINT, 0, seg_id, int(time.time() * 1000), codec.key_id)
-    return head.pack() + frame_header(Kind.KV_HINT, data, flags | Flag.COMMIT) + data
+    return head.pack() + frame_header(Kind.KV_HINT, data, flags | COMMIT) + data
 
 
 def load_hint(path: Path, seg_id: int, codec: Codec) -> Entries:

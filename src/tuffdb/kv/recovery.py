@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from tuffdb import metrics
 from tuffdb._failpoints import failpoint
 from tuffdb._format.kv import OP_DELETE, OP_PUT
-from tuffdb._format.record import Flag, Kind, frame_header
+from tuffdb._format.record import COMMIT, Kind, frame_header
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE, FileKind
 from tuffdb.errors import CorruptionError
 from tuffdb.kv.cold import (
@@ -252,7 +252,7 @@ def stage_wal_batches(
             # Small groups (durable writes) skip compression: latency over bytes.
             flags, data = codec.encode(payload, compress=len(payload) >= LOG_COMPRESS_MIN_BYTES
                                        and codec.compress, level=LOG_ZSTD_LEVEL)
-            seg.wal.append([frame_header(Kind.KV_BATCH, data, flags | Flag.COMMIT), data])
+            seg.wal.append([frame_header(Kind.KV_BATCH, data, flags | COMMIT), data])
             if seg.wal not in touched:
                 touched.append(seg.wal)
             records += len(chunks) // 2

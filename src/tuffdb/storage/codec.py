@@ -24,7 +24,7 @@ import zstandard
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from tuffdb._format.record import Flag
+from tuffdb._format.record import AES_GCM, ZSTD
 from tuffdb.errors import CorruptionError, ProgrammingError, WrongKeyError
 
 NONCE_SIZE = 12
@@ -116,16 +116,16 @@ class Codec:
             packed = _compressor(level).compress(payload)
             if len(packed) < len(payload) - (len(payload) >> MIN_SAVING_SHIFT):
                 data = packed
-                flags |= Flag.ZSTD
+                flags |= ZSTD
         if self._aead is not None:
             nonce = os.urandom(NONCE_SIZE)
             data = nonce + self._aead.encrypt(nonce, data, None)
-            flags |= Flag.AES_GCM
+            flags |= AES_GCM
         return flags, data
 
     def decode(self, flags: int, data: bytes | memoryview, where: str = "") -> bytes:
         """The original payload; CorruptionError / WrongKeyError on failure."""
-        if flags & Flag.AES_GCM:
+        if flags & AES_GCM:
             if self._aead is None:
                 raise WrongKeyError(f"{where or 'data'} is encrypted: pass its encryption key")
             nonce = bytes(data[:NONCE_SIZE])
@@ -133,7 +133,7 @@ class Codec:
                 data = self._aead.decrypt(nonce, bytes(data[NONCE_SIZE:]), None)
             except InvalidTag:
                 raise CorruptionError("AES-GCM authentication failed", path=where) from None
-        if flags & Flag.ZSTD:
+        if flags & ZSTD:
             try:
                 return _decompressor().decompress(data)
             except zstandard.ZstdError as exc:
