@@ -266,8 +266,14 @@ class App:
         the round its last write joined (and a drop of its collection's). PostgreSQL
         makes a commit visible only after its WAL flush; without this a reader could act
         on a write that a crash then loses."""
-        if getattr(resp, "takeover", None) is not None or self.db.kv.durability == "none":
+        if self.db.kv.durability == "none" or (
+                type(resp) is not Response and getattr(resp, "takeover", None) is not None):
             return resp  # a stream (SSE) pushes only durable mutations itself
+        rounds = self._rounds
+        waiters = (rounds.writes_round() if record is None else
+                   rounds.keys_round(((record[0], record[1]), (record[0], None))))
+        if waiters is None:
+            return resp  # nothing it may show waits (the usual case: no Deferred built)
 
         def make(error: BaseException | None) -> Response:
             if error is None:
@@ -276,11 +282,8 @@ class App:
                                   f"read of a write not made durable: {error}")
 
         deferred = Deferred(make)
-        rounds = self._rounds
-        held = (rounds.after_writes_seen(deferred.ready) if record is None else
-                rounds.after_keys_seen(((record[0], record[1]), (record[0], None)),
-                                       deferred.ready))
-        return deferred if held else resp
+        waiters.append(deferred.ready)
+        return deferred
 
     def _written(self, keys: list[tuple[str, str | None]]) -> None:
         """``Database.on_written``: under durable_operations, name the records a loop pass

@@ -105,18 +105,25 @@ class LoopRounds:
         """For a reader of ``keys`` alone: join the latest round that one of their marked
         writes joined, if any is not yet durable. False when none waits (``fn`` is then
         not called)."""
+        waiters = self.keys_round(keys)
+        if waiters is None:
+            return False
+        waiters.append(fn)
+        return True
+
+    def keys_round(self, keys: Iterable[Hashable]) -> list[Waiter] | None:
+        """The waiter list :meth:`after_keys_seen` joins (None: nothing to wait for), so a
+        caller can skip building its waiter when there is none."""
         dirty = self._dirty
         if not dirty:
-            return False
+            return None
         gens = [g for g in map(dirty.get, keys) if g is not None]
         if not gens:
-            return False
+            return None
         if max(gens) == self._gen:
-            self._round.append(fn)
-        else:  # the round in flight (a marked key leaves _dirty when its round ends)
-            assert self._inflight is not None
-            self._inflight[0].append(fn)
-        return True
+            return self._round
+        assert self._inflight is not None  # a marked key leaves _dirty when its round ends
+        return self._inflight[0]
 
     def _take(self) -> tuple[list[Waiter], list[Hashable]]:
         """The gathering round's waiters and keys; the next round gathers from here."""
@@ -148,13 +155,19 @@ class LoopRounds:
         """For a reader: join this pass's round if writes are waiting for it, so no reply
         shows a write a crash could still lose. False when everything written is already
         durable (every write joins a round, which stays pending until its fsync)."""
+        waiters = self.writes_round()
+        if waiters is None:
+            return False
+        waiters.append(fn)
+        return True
+
+    def writes_round(self) -> list[Waiter] | None:
+        """The waiter list :meth:`after_writes_seen` joins (None: nothing to wait for)."""
         if self._round:
-            self._round.append(fn)
-            return True
+            return self._round
         if self._inflight is not None:
-            self._inflight[0].append(fn)
-            return True
-        return False
+            return self._inflight[0]
+        return None
 
     def future(self) -> asyncio.Future[None]:
         """:meth:`after_round` as a future (to await, or to gather with others)."""
