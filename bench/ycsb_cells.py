@@ -9,6 +9,9 @@ then runs each cell with wrk + bench/ycsb_gen/ycsb.lua pinned to --client-cpu an
 one line per cell: tier, cell, rep, ops/s. With ``--stat`` it also reads /proc over six
 seconds of each cell's window and prints each busy server thread's user and system CPU
 per operation and the server core's split (user, system, idle, softirq, steal ticks).
+With ``--syscalls`` it counts, over the same six seconds, the server's system calls of the
+kinds the request path makes (perf tracepoints: read, write, epoll_pwait, io_submit,
+io_getevents, writev, pread64, futex) and its context switches, per operation.
 To compare builds, alternate fresh servers of each (``TUFFDB_NATIVE_BUILD`` picks the
 build the server runs) in one session: the machine's speed drifts between runs.
 """
@@ -18,6 +21,7 @@ build the server runs) in one session: the machine's speed drifts between runs.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tempfile
 import threading
@@ -46,12 +50,34 @@ def _sample(pid: int, cpu: int, out: list[object]) -> None:
     out.extend([thread_ticks(pid), _core(cpu), t0, c0])
 
 
+SYSCALLS = ("read", "write", "epoll_pwait", "io_submit", "io_getevents", "writev", "pread64",
+            "futex")
+
+
+def _perf_stat(pid: int, out: list[str]) -> None:
+    time.sleep(3)  # the window _sample reads
+    events = ",".join([*(f"syscalls:sys_enter_{c}" for c in SYSCALLS), "context-switches"])
+    res = subprocess.run(["perf", "stat", "-x,", "-e", events, "-p", str(pid), "sleep", "6"],
+                         capture_output=True, text=True, check=False)
+    out.append(res.stderr)
+
+
+def _per_op(perf_text: str, ops: float) -> str:
+    parts = []
+    for line in perf_text.splitlines():
+        f = line.split(",")
+        if len(f) > 2 and f[0].strip().isdigit():
+            parts.append(f"{f[2].removeprefix('syscalls:sys_enter_')} {int(f[0]) / ops:.3f}")
+    return "; per op: " + ", ".join(parts) if parts else "; perf stat gave nothing"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("tier", choices=("durable", "cache"))
     ap.add_argument("cells", help="comma-separated WORKLOAD/THREADS, e.g. A/8,F/8")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--stat", action="store_true")
+    ap.add_argument("--syscalls", action="store_true", help="perf stat the server (root)")
     ap.add_argument("--server-cpu", type=int, default=0)
     ap.add_argument("--client-cpu", type=int, default=1)
     ap.add_argument("--duration", type=float, default=10)
@@ -70,6 +96,11 @@ def main() -> None:
                         probe = threading.Thread(target=_sample,
                                                  args=(server.pid, args.server_cpu, got))
                         probe.start()
+                    counted: list[str] = []
+                    counter = None
+                    if args.syscalls:
+                        counter = threading.Thread(target=_perf_stat, args=(server.pid, counted))
+                        counter.start()
                     res = run_wrk(server.port, server.token, workload, int(threads), RECORDS, 1,
                                   args.warmup, args.duration, 0, args.client_cpu)
                     line = f"{args.tier} {cell} {rep} {round(res['ops_per_s'])}"
@@ -84,6 +115,9 @@ def main() -> None:
                         d = [b - a for a, b in zip(c0, c1, strict=True)]  # type: ignore[call-overload]
                         line += (f"; core user {d[0]} system {d[2]} idle {d[3]} softirq {d[6]} "
                                  f"steal {d[7]} ticks")
+                    if counter is not None:
+                        counter.join()
+                        line += _per_op(counted[0], res["ops_per_s"] * 6)
                     print(line, flush=True)
         finally:
             server.stop()
