@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import thread_ticks  # noqa: E402
 from _ycsb_work import FIELDS, key, op_stream, record  # noqa: E402
 
+from tuffdb import metrics  # noqa: E402
 from tuffdb.server import ekodb_http  # noqa: E402
 from tuffdb.server.config import ServeConfig  # noqa: E402
 from tuffdb.server.ekodb_proto import HttpProtocol  # noqa: E402
@@ -168,10 +169,12 @@ async def run(args: argparse.Namespace) -> None:
             time.sleep(1.5)  # let the profiler attach before the measured part
         measured = args.requests - half - args.conns
         ticks0 = thread_ticks()
+        held0 = metrics.EKODB_READS_HELD.value
         t0, c0 = time.perf_counter(), time.thread_time()
         await drive(measured)
         wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
         ticks1 = thread_ticks()
+        held = metrics.EKODB_READS_HELD.value - held0
         if prof is not None:
             prof.send_signal(signal.SIGINT)
             prof.wait()
@@ -179,7 +182,7 @@ async def run(args: argparse.Namespace) -> None:
                for tid, (u, s) in ticks1.items()}
         print(f"{args.tier} {args.workload} x{args.conns}: {measured} requests, "
               f"{wall / measured * 1e6:.1f} us wall and {cpu / measured * 1e6:.1f} us of the "
-              f"loop thread's CPU per request")
+              f"loop thread's CPU per request; {held:.0f} replies held for a write's round")
         print("threads (user, system ticks):",
               {tid: v for tid, v in per.items() if v != (0, 0)})
     finally:

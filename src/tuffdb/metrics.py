@@ -131,3 +131,8 @@ KV_SEALED_PENDING = REGISTRY.gauge("tuffdb_kv_sealed_pending", "sealed hot segme
 KV_DURABLE_WAIT_SECONDS = REGISTRY.histogram(
     "tuffdb_kv_durable_write_seconds", "latency of durable (always) KV writes"
 )
+# Documents face
+EKODB_READS_HELD = REGISTRY.counter(
+    "tuffdb_ekodb_reads_held_total",
+    "ekoDB replies held until the writes they may show are durable (durable_operations)",
+)

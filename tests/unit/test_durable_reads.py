@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tuffdb import metrics
 from tuffdb.kv.store import KVStore
 from tuffdb.server.config import ServeConfig
 from tuffdb.server.ekodb_http import EkoDBFace
@@ -137,6 +138,7 @@ def test_http_reads_do_not_show_a_write_before_it_is_durable(tmp_path: Path) -> 
             ins = await _reply(f.call("POST", "/api/insert/c", {"id": rid, "v": 1}))
             assert ins.status == 200, ins.body
         assert isinstance(f.call("GET", "/api/find/c/a"), Response)  # nothing waits now
+        held_before = metrics.EKODB_READS_HELD.value
         # one loop pass: a write, then readers of the same record, another record, a query
         write = f.call("PUT", "/api/update/c/a", {"v": 2})
         ticket = kv.write_ticket()
@@ -146,6 +148,7 @@ def test_http_reads_do_not_show_a_write_before_it_is_durable(tmp_path: Path) -> 
         assert isinstance(write, Deferred) and isinstance(same, Deferred)
         assert isinstance(query, Deferred)
         assert isinstance(other, Response) and _value(other) == 1  # not held
+        assert metrics.EKODB_READS_HELD.value == held_before + 2  # counted for operators
         order: list[str] = []
         durable_when_read: list[bool] = []
 

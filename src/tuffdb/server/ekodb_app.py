@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from tuffdb import metrics
 from tuffdb.documents.shape import project
 from tuffdb.documents.wire import record_to_wire
 from tuffdb.errors import (
@@ -283,6 +284,7 @@ class App:
 
         deferred = Deferred(make)
         waiters.append(deferred.ready)
+        metrics.EKODB_READS_HELD.inc()
         return deferred
 
     def _written(self, keys: list[tuple[str, str | None]]) -> None:
