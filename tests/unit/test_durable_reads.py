@@ -1,5 +1,5 @@
 """Under ``durable_operations`` a read never shows a write before the write is durable
-(server/loop_rounds.py ``mark`` / ``after_keys_seen``, ekodb_app.py ``_when_seen``): a
+(server/loop_rounds.py ``mark`` / ``keys_round``, ekodb_app.py ``_when_seen``): a
 by-id read of a record whose write waits for a round is answered with that round, a read
 of another record at once, and any other read waits for every round not yet durable.
 Real store, real fsync (through AIO), a real event loop."""
@@ -16,7 +16,16 @@ from tuffdb.kv.store import KVStore
 from tuffdb.server.config import ServeConfig
 from tuffdb.server.ekodb_http import EkoDBFace
 from tuffdb.server.ekodb_proto import Deferred, Request, Response
-from tuffdb.server.loop_rounds import LoopRounds
+from tuffdb.server.loop_rounds import LoopRounds, Waiter
+
+
+def _held(rounds: LoopRounds, keys: list[bytes], fn: Waiter) -> bool:
+    """Join ``fn`` to the round holding a reader of ``keys``, as the ekoDB app does."""
+    waiters = rounds.keys_round(keys)
+    if waiters is None:
+        return False
+    waiters.append(fn)
+    return True
 
 
 def test_a_reader_of_a_marked_key_waits_for_the_round_its_write_joined(tmp_path: Path) -> None:
@@ -29,24 +38,24 @@ def test_a_reader_of_a_marked_key_waits_for_the_round_its_write_joined(tmp_path:
         store.put(b"a", b"1", sync=False)
         rounds.mark([b"a"])
         rounds.after_round(lambda e: calls.append("write a"))
-        assert rounds.after_keys_seen([b"a"], lambda e: calls.append("read a (gathering)"))
+        assert _held(rounds, [b"a"], lambda e: calls.append("read a (gathering)"))
         rounds._finish()  # noqa: SLF001 - submit now: the round of "a" is in flight
         assert rounds.syncing
         store.put(b"b", b"2", sync=False)
         rounds.mark([b"b"])
         done = loop.create_future()
         rounds.after_round(lambda e: (calls.append("write b"), done.set_result(e)))
-        assert rounds.after_keys_seen([b"a"], lambda e: calls.append("read a (in flight)"))
-        assert rounds.after_keys_seen([b"b"], lambda e: calls.append("read b"))
+        assert _held(rounds, [b"a"], lambda e: calls.append("read a (in flight)"))
+        assert _held(rounds, [b"b"], lambda e: calls.append("read b"))
         # a read of "a" and "b" together waits for the later round, "b"'s
-        assert rounds.after_keys_seen([b"a", b"b"], lambda e: calls.append("read a+b"))
-        assert not rounds.after_keys_seen([b"c"], lambda e: calls.append("read c"))
+        assert _held(rounds, [b"a", b"b"], lambda e: calls.append("read a+b"))
+        assert not _held(rounds, [b"c"], lambda e: calls.append("read c"))
         assert calls == []
         assert await asyncio.wait_for(done, 30) is None
         assert calls == ["write a", "read a (gathering)", "read a (in flight)",
                          "write b", "read b", "read a+b"]
         # both rounds are durable: nothing holds a reader now
-        assert not rounds.after_keys_seen([b"a", b"b"], lambda e: calls.append("late"))
+        assert not _held(rounds, [b"a", b"b"], lambda e: calls.append("late"))
         assert not rounds.holds_readers
         rounds.close()
 
@@ -62,20 +71,25 @@ def test_a_key_written_again_stays_held_until_its_later_round(tmp_path: Path) ->
         loop = asyncio.get_running_loop()
         store.put(b"k", b"1", sync=False)
         rounds.mark([b"k"])
-        first = loop.create_future()
-        rounds.after_round(first.set_result)
+        held: list[BaseException | None] = []
+        when_first_done: list[bool] = []
+
+        def first_done(_error: BaseException | None) -> None:
+            # the first round is durable now, the second (the key's later write) is not:
+            # asked from the first round's own waiter, so the second cannot have ended
+            when_first_done.append(second.done())
+            when_first_done.append(_held(rounds, [b"k"], held.append))
+
+        rounds.after_round(first_done)
         rounds._finish()  # noqa: SLF001 - the first write's round is in flight
         store.put(b"k", b"2", sync=False)
         rounds.mark([b"k"])
         second = loop.create_future()
         rounds.after_round(second.set_result)
-        await asyncio.wait_for(first, 30)
-        assert not second.done()
-        held: list[BaseException | None] = []
-        assert rounds.after_keys_seen([b"k"], held.append)  # its second write still waits
         await asyncio.wait_for(second, 30)
-        assert held == [None]
-        assert not rounds.after_keys_seen([b"k"], held.append)
+        assert when_first_done == [False, True]  # still held after its first round
+        assert held == [None]  # and answered with the later round
+        assert not _held(rounds, [b"k"], held.append)
         rounds.close()
 
     asyncio.run(main())

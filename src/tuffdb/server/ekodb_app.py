@@ -34,7 +34,13 @@ from tuffdb.errors import (
 )
 from tuffdb.security.auth import jwt_decode
 from tuffdb.server import ekodb_wire as ew
-from tuffdb.server.ekodb_proto import Deferred, Request, Response, error_response
+from tuffdb.server.ekodb_proto import (
+    Deferred,
+    Request,
+    Response,
+    error_response,
+    takeover_of,
+)
 from tuffdb.server.ekodb_read_cache import ReadCache
 from tuffdb.server.loop_rounds import LoopRounds
 
@@ -54,9 +60,10 @@ ERROR_STATUS: list[tuple[type[Error], int]] = [
 ]
 
 
-def _not_durable(exc: BaseException) -> Response:
+def _not_durable(exc: BaseException, what: str = "write") -> Response:
+    """The reply when the round a ``what`` waited for failed (nothing it showed is durable)."""
     return error_response(status_of(exc) if isinstance(exc, Error) else 500,
-                          f"write not made durable: {exc}")
+                          f"{what} not made durable: {exc}")
 
 
 def status_of(exc: Error) -> int:
@@ -267,22 +274,15 @@ class App:
         the round its last write joined (and a drop of its collection's). PostgreSQL
         makes a commit visible only after its WAL flush; without this a reader could act
         on a write that a crash then loses."""
-        if self.db.kv.durability == "none" or (
-                type(resp) is not Response and getattr(resp, "takeover", None) is not None):
+        if takeover_of(resp) is not None:
             return resp  # a stream (SSE) pushes only durable mutations itself
         rounds = self._rounds
         waiters = (rounds.writes_round() if record is None else
                    rounds.keys_round(((record[0], record[1]), (record[0], None))))
         if waiters is None:
             return resp  # nothing it may show waits (the usual case: no Deferred built)
-
-        def make(error: BaseException | None) -> Response:
-            if error is None:
-                return resp
-            return error_response(status_of(error) if isinstance(error, Error) else 500,
-                                  f"read of a write not made durable: {error}")
-
-        deferred = Deferred(make)
+        deferred = Deferred(lambda error: resp if error is None else
+                            _not_durable(error, "read of a write"))
         waiters.append(deferred.ready)
         metrics.EKODB_READS_HELD.inc()
         return deferred
@@ -302,8 +302,7 @@ class App:
     def visible(self) -> Awaitable[None] | None:
         """For a WebSocket read: done once every write it may show is durable (None: at
         once), as :meth:`_when_seen` without a record."""
-        if (not self.settings.durable_operations or self.db.kv.durability == "none"
-                or not self._rounds.holds_readers):
+        if not self.settings.durable_operations or not self._rounds.holds_readers:
             return None
         return self._rounds.seen_future()
 

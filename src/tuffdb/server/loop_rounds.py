@@ -26,9 +26,9 @@ involved. One round's fsync is in flight at a time; the next gathers meanwhile.
 Readers: a reply must not show a write a crash could still lose (PostgreSQL makes a commit
 visible only after its WAL flush; Redis sends every reply of a pass after the pass's
 fsync). :meth:`after_writes_seen` holds a reader's reply while any write waits for its
-round; with :meth:`mark` the writer names the keys it wrote, and :meth:`after_keys_seen`
-holds a reader of one key only while that key's last write waits, for the round that
-write joined (the one in flight or the one gathering).
+round; with :meth:`mark` the writer names the keys it wrote, and :meth:`keys_round`
+holds a reader of those keys only while one's last write waits, for the round that write
+joined (the one in flight or the one gathering).
 """
 
 from __future__ import annotations
@@ -101,19 +101,10 @@ class LoopRounds:
         """Some write is not yet durable (a round gathers or is in flight)."""
         return bool(self._round) or self._inflight is not None
 
-    def after_keys_seen(self, keys: Iterable[Hashable], fn: Waiter) -> bool:
-        """For a reader of ``keys`` alone: join the latest round that one of their marked
-        writes joined, if any is not yet durable. False when none waits (``fn`` is then
-        not called)."""
-        waiters = self.keys_round(keys)
-        if waiters is None:
-            return False
-        waiters.append(fn)
-        return True
-
     def keys_round(self, keys: Iterable[Hashable]) -> list[Waiter] | None:
-        """The waiter list :meth:`after_keys_seen` joins (None: nothing to wait for), so a
-        caller can skip building its waiter when there is none."""
+        """For a reader of ``keys`` alone: the waiter list of the latest round that one of
+        their marked writes joined, to append the reader's waiter to; None when none of
+        them waits (so the caller builds no waiter)."""
         dirty = self._dirty
         if not dirty:
             return None
