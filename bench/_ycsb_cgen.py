@@ -20,12 +20,14 @@ import hashlib
 import json
 import math
 import os
+import queue
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -178,8 +180,19 @@ def run_wrk(
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
+    # a thread drains wrk's output while _interrupt signals it: done() writes one long
+    # line (~70 KB at 32 connections), and a signal that lands while that write waits on
+    # a full pipe cuts it short (EINTR)
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump(out: IO[str]) -> None:
+        for line in out:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, args=(proc.stdout,), daemon=True).start()
     stopped, doc = 0, None
-    for line in proc.stdout:
+    while (line := lines.get()) is not None:
         if line.startswith("YCSB_STOPPED"):
             stopped += 1
             if stopped == threads:  # wrk's main thread sleeps for -d: wake it
