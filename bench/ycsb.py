@@ -1,7 +1,7 @@
 """YCSB A/B/C/D/F for the document face (issue 6; PROTOCOL.md section 3).
 
     bash bench/setup.sh                        # wrk, postgresql, redis-server, redis-tools (apt)
-    python bench/ycsb.py                       # full: 100,000 records, 3 reps, 1 and 8 threads
+    python bench/ycsb.py                       # full: 100,000 records, 3 reps, 1/8/32 threads
     python bench/ycsb.py --records 2000 --duration 2 --warmup 0.5 --reps 1     # smoke
 
 Stores, each started by the benchmark on a fresh directory on loopback, server pinned to
@@ -40,7 +40,8 @@ Without wrk or a C compiler, tuffdb-http and redis fall back to Python driver pr
 Per store and repetition: load (timed: ingest, by the fastest path: batch insert, pipeline,
 COPY), the generator's ceiling on a trivial request (GET /api/health through the same Lua
 script, PING, SELECT 1) at the largest thread count, then A, B, C, F, D, each at every
-``--threads`` count: ``--warmup`` seconds untimed, then a ``--duration`` second window
+``--threads`` count (servers; ``--embedded-threads`` for the embedded store, whose Python
+threads share one interpreter): ``--warmup`` seconds untimed, then a ``--duration`` second window
 (ops completing in it count; ``--ops`` caps a cell's measured ops instead). D's inserts
 are followed by an untimed gap fill so the next run starts from a dense table. Closed
 loop: latency is not corrected for coordinated omission. Because GET /api/health is
@@ -277,7 +278,7 @@ def run_embedded_store(
         cell["ingest_s"] = time.perf_counter() - t
         ops = args.ops or args.embedded_ops
         for wl in ORDER:
-            for threads in args.threads:
+            for threads in args.embedded_threads:
                 job = {
                     "workload": wl,
                     "ops": max(1, ops // threads),
@@ -530,7 +531,10 @@ def main(argv: list[str] | None = None) -> int:
         default="wrk",
         help="tuffdb-http's generator: wrk + ycsb.lua, or ycsb_driver.c (a cross-check)",
     )
-    p.add_argument("--threads", default="1,8")
+    # 32 connections is PROTOCOL.md's optional count "for server faces to show group
+    # commit", and the one the issue quotes PostgreSQL's figures at
+    p.add_argument("--threads", default="1,8,32", help="connections per server cell")
+    p.add_argument("--embedded-threads", default="1,8", help="threads per embedded cell")
     p.add_argument("--stores", default=",".join(STORES))
     p.add_argument("--tiers", default="durable,cache")
     p.add_argument("--reps", type=int, default=3)
@@ -542,6 +546,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     ensure_native_build()
     args.threads = [int(t) for t in args.threads.split(",")]
+    args.embedded_threads = [int(t) for t in args.embedded_threads.split(",")]
     if (os.cpu_count() or 1) < 2:
         args.server_cpu = args.client_cpu = None
     Path(args.dir).mkdir(parents=True, exist_ok=True)
@@ -592,6 +597,7 @@ def main(argv: list[str] | None = None) -> int:
         "warmup_s": args.warmup,
         "ops_cap": args.ops,
         "threads": args.threads,
+        "embedded_threads": args.embedded_threads,
         "summary_ops_per_s": {k: spread(v) for k, v in summary.items()},
         "wrk_null_server_ceiling": null_ceilings,
         "cells": cells,

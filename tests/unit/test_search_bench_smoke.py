@@ -58,6 +58,8 @@ def test_bench_ycsb_smoke(tmp_path: Path) -> None:
         "400",
         "--threads",
         "1,2",
+        "--embedded-threads",
+        "1,2",
         "--reps",
         "1",
         "--stores",
