@@ -36,6 +36,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -43,7 +44,7 @@ from unittest import mock
 import pytest
 
 from tuffdb import KVStore
-from tuffdb.errors import Error, PoisonedError
+from tuffdb.errors import Error, PoisonedError, RecoveredTailWarning
 from tuffdb.testing.faults import dying_disk, failing_fsync, failpoint, fd_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -138,7 +139,12 @@ def _recovered(path: Path, options: dict[str, Any]) -> dict[bytes, tuple[bytes, 
     options = dict(options)
     if "encryption_key_hex" in options:
         options["encryption_key"] = bytes.fromhex(options.pop("encryption_key_hex"))
-    with KVStore.open(path, **options) as store:
+    with warnings.catch_warnings():
+        # a kill mid-write leaves a torn tail, which recovery drops and reports: expected
+        # here; what was acknowledged is verified from the data below
+        warnings.simplefilter("ignore", RecoveredTailWarning)
+        store = KVStore.open(path, **options)
+    with store:
         assert store.check() == []
         return {k: (v, store.ttl(k) is not None) for k, v in store.scan()}
 
