@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from tuffdb import metrics
-from tuffdb._format.kv import SEGMENT_SHIFT
+from tuffdb._format.kv import BLOCK_BITS, SEGMENT_SHIFT
 from tuffdb.errors import ClosedError
 from tuffdb.kv import merge
 from tuffdb.kv.cold import write_segment
@@ -105,8 +105,18 @@ def spill(store: KVStore, seg: HotSegment) -> None:
         vals = list(seg.index.values())
         if TOMBSTONE in vals:
             vals = [None if v is TOMBSTONE else v for v in vals]
+        # The blocks just written go into the block cache (RocksDB's prepopulate_block_cache
+        # on flush): the newest records are the likeliest to be read, and the first read of
+        # each would otherwise decrypt and decompress its whole block on the reader's thread
+        # (the event loop's, for a server). Not when the segment would fill over half the
+        # cache: one big spill must not push the whole working set out.
+        blocks: list[bytes] | None = [] if seg.bytes <= store._cache_limit >> 1 else None
         cold, entries = write_segment(store._dir, seg.id, seg.id, keys, vals, seg.expiry,  # type: ignore[arg-type]
-                                      store._codec)
+                                      store._codec, blocks_out=blocks)
+        if blocks:
+            base = cold.id << BLOCK_BITS
+            for b, raw in enumerate(blocks):
+                store._cache_put(base | b, raw)
         locs = entries.locations(seg.id)
         if None in vals:
             mask = [v is not None for v in vals]

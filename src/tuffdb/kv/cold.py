@@ -105,8 +105,12 @@ def write_segment(
     expiry: dict[bytes, int],
     codec: Codec,
     supersedes: tuple[int, ...] = (),
+    blocks_out: list[bytes] | None = None,
 ) -> tuple[ColdSegment, Entries]:
-    """Write a cold segment and its hint durably; ``values[i] is None`` is a tombstone."""
+    """Write a cold segment and its hint durably; ``values[i] is None`` is a tombstone.
+
+    ``blocks_out``, if given, receives each block's decoded bytes in block order (what a
+    read of that block returns), for the caller to put in its block cache."""
     n = len(keys)
     tombs = [i for i, v in enumerate(values) if v is None] if None in values else []
     vals = [b"" if v is None else v for v in values] if tombs else values
@@ -150,6 +154,8 @@ def write_segment(
         for b in range(nblocks):
             raw = b"".join(parts[3 * bounds[b] : 3 * bounds[b + 1]])  # type: ignore[arg-type]
             flags, data = codec.encode(raw)
+            if blocks_out is not None:
+                blocks_out.append(raw)
             fh = frame_header(Kind.KV_BLOCK, data, flags)
             out.append(fh)
             out.append(data)

@@ -497,6 +497,11 @@ class KVStore(MutableMapping[bytes, bytes]):
                 return None
             raise
         metrics.KV_GETS.inc()
+        self._cache_put(gid, raw)
+        return raw
+
+    def _cache_put(self, gid: int, raw: bytes) -> None:
+        """Keep decoded block ``gid`` in the block cache (FIFO, bounded by bytes)."""
         size = len(raw)
         if size <= self._cache_limit:
             with self._cache_lock:
@@ -506,7 +511,6 @@ class KVStore(MutableMapping[bytes, bytes]):
                 if gid not in cache:
                     cache[gid] = raw
                     self._cache_size += size
-        return raw
 
     def get_many(self, keys: Iterable[bytes]) -> list[bytes | None]:
         """``[get(k) for k in keys]`` (pipelined GETs), each lookup step done for all
