@@ -36,11 +36,30 @@ def test_cache_stays_within_its_byte_bound_oldest_out_first() -> None:
     for i in range(100):
         c.put(("c", str(i), True, False), b"s" * 100, b"b" * 100)
         assert c.size <= c.limit
-    assert len(c) == 64
-    assert c.get(("c", "0", True, False), b"s" * 100) is None
+    # Two generations of up to 32 entries each: 96 puts flipped three times, 4 are young.
+    assert len(c) == 36 and c.size == 36 * entry
+    assert c.get(("c", "0", True, False), b"s" * 100) is None  # dropped with its generation
+    assert c.get(("c", "63", True, False), b"s" * 100) is None
+    assert c.get(("c", "64", True, False), b"s" * 100) == b"b" * 100  # the old generation
     assert c.get(("c", "99", True, False), b"s" * 100) == b"b" * 100
     c.put(("c", "huge", True, False), b"s" * c.limit, b"")
-    assert c.get(("c", "huge", True, False), b"s" * c.limit) is None and len(c) == 64
+    assert c.get(("c", "huge", True, False), b"s" * c.limit) is None and len(c) == 36
+
+
+def test_a_rewritten_entry_is_counted_once_and_outlives_its_first_generation() -> None:
+    entry = 100 + 100 + ENTRY_OVERHEAD
+    c = ReadCache(limit=entry * 4 * 16)
+    c.put(("c", "hot", True, False), b"s" * 100, b"b" * 100)
+    for i in range(31):
+        c.put(("c", str(i), True, False), b"s" * 100, b"b" * 100)
+    c.put(("c", "hot", True, False), b"s" * 100, b"B" * 100)  # a rewrite: no new bytes
+    assert c.size == 32 * entry and len(c) == 32
+    for i in range(31, 95):  # two flips: every other first-generation entry is gone
+        c.put(("c", str(i), True, False), b"s" * 100, b"b" * 100)
+        c.put(("c", "hot", True, False), b"s" * 100, b"B" * 100)
+    assert c.get(("c", "0", True, False), b"s" * 100) is None
+    assert c.get(("c", "hot", True, False), b"s" * 100) == b"B" * 100
+    assert c.size <= c.limit
 
 
 class App:
