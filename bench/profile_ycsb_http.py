@@ -77,34 +77,46 @@ class Transport:
         pass
 
 
-def requests_for(workload: str, count: int, token: str) -> list[bytes]:
+def request_bytes(op: str, rid: str, token: str, body: bytes = b"") -> bytes:
+    """The bytes bench/ycsb_gen/ycsb.lua sends for a read (GET) or an update (PUT ``body``)."""
     head = b"Host: 127.0.0.1\r\nAuthorization: Bearer " + token.encode() + b"\r\n"
+    if op == "read":
+        return b"GET /api/find/usertable/" + rid.encode() + b" HTTP/1.1\r\n" + head + b"\r\n"
+    return (b"PUT /api/update/usertable/" + rid.encode() + b" HTTP/1.1\r\n" + head
+            + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def requests_for(workload: str, count: int, token: str) -> list[bytes]:
     value = "u" * 100
     out = []
     for op, n, f in op_stream(workload, count, RECORDS, 0, 1, 7):
-        k = key(n).encode()
         if op in ("read", "rmw"):
-            out.append(b"GET /api/find/usertable/" + k + b" HTTP/1.1\r\n" + head + b"\r\n")
+            out.append(request_bytes("read", key(n), token))
         if op in ("update", "rmw"):
-            body = json.dumps({FIELDS[f]: value}).encode()
-            out.append(b"PUT /api/update/usertable/" + k + b" HTTP/1.1\r\n" + head
-                       + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
-                       + body)
+            out.append(request_bytes("update", key(n), token,
+                                     json.dumps({FIELDS[f]: value}).encode()))
     return out
 
 
-async def run(args: argparse.Namespace) -> None:
-    durable = args.tier == "durable"
-    d = Path(tempfile.mkdtemp(prefix="profile-ycsb-http-"))
+async def open_face(tier: str, prefix: str) -> tuple[Any, Path]:
+    """The real face (``ekodb_http.create``) for ``tier``, started in a fresh directory
+    under ``prefix``, with the 100,000 YCSB records loaded."""
+    durable = tier == "durable"
+    d = Path(tempfile.mkdtemp(prefix=prefix))
     config = ServeConfig(data_dir=d, host="127.0.0.1", http_port=0,
                          durability="always" if durable else "none",
                          extra={"http": {"durable_operations": durable}})
     face = ekodb_http.create(config)
     await face.start()
+    coll = face.db.collection("usertable")
+    for i in range(0, RECORDS, 1000):
+        coll.insert_many([{"id": key(n), **record(n, 1)} for n in range(i, i + 1000)])
+    return face, d
+
+
+async def run(args: argparse.Namespace) -> None:
+    face, d = await open_face(args.tier, "profile-ycsb-http-")
     try:
-        coll = face.db.collection("usertable")
-        for i in range(0, RECORDS, 1000):
-            coll.insert_many([{"id": key(n), **record(n, 1)} for n in range(i, i + 1000)])
         ready: deque[int] = deque()
         waiter: list[asyncio.Future[None] | None] = [None]
 

@@ -21,24 +21,21 @@ import json
 import random
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _ycsb_work import key, record  # noqa: E402
-from profile_ycsb_http import Transport  # noqa: E402
+from _ycsb_work import key  # noqa: E402
+from profile_ycsb_http import Transport, open_face, request_bytes  # noqa: E402
 
 from tuffdb.documents import codec  # noqa: E402
 from tuffdb.documents.wire import record_to_wire  # noqa: E402
 from tuffdb.server import ekodb_http  # noqa: E402
 from tuffdb.server import ekodb_wire as ew  # noqa: E402
-from tuffdb.server.config import ServeConfig  # noqa: E402
 from tuffdb.server.ekodb_proto import HttpProtocol, Request  # noqa: E402
 
-RECORDS = 100_000
 CALLS = 50_000
 
 
@@ -50,15 +47,9 @@ def timed(label: str, fn: Callable[..., Any], calls: list[tuple[Any, ...]]) -> N
 
 
 async def run(spread: int) -> None:
-    d = Path(tempfile.mkdtemp(prefix="profile-ycsb-stages-"))
-    config = ServeConfig(data_dir=d, host="127.0.0.1", http_port=0, durability="none",
-                         extra={"http": {"durable_operations": False}})
-    face = ekodb_http.create(config)
-    await face.start()
+    face, d = await open_face("cache", "profile-ycsb-stages-")
     try:
         coll = face.db.collection("usertable")
-        for i in range(0, RECORDS, 1000):
-            coll.insert_many([{"id": key(n), **record(n, 1)} for n in range(i, i + 1000)])
         app, kv = face.app, face.db.kv
         api_key = (d / ekodb_http.ADMIN_KEY_FILE).read_text().strip()
         login = app.handle(Request("POST", b"/api/auth/token", {"content-type": "application/json"},
@@ -70,12 +61,8 @@ async def run(spread: int) -> None:
         body = json.dumps({"field3": value}).encode()
         headers = {"host": "127.0.0.1", "authorization": f"Bearer {token}",
                    "content-type": "application/json", "content-length": str(len(body))}
-        head = f"Host: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n".encode()
-        puts = [b"PUT /api/update/usertable/" + i.encode() + b" HTTP/1.1\r\n" + head
-                + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
-                for i in ids]
-        gets = [b"GET /api/find/usertable/" + i.encode() + b" HTTP/1.1\r\n" + head + b"\r\n"
-                for i in ids]
+        puts = [request_bytes("update", i, token, body) for i in ids]
+        gets = [request_bytes("read", i, token) for i in ids]
         proto = HttpProtocol(app.handle)
         proto.connection_made(Transport(lambda _: None, 0))  # type: ignore[arg-type]
         stored = coll.stored(ids[0])
