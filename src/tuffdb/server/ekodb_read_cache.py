@@ -57,8 +57,7 @@ class ReadCache:
             self._young_size -= len(prev[0]) + len(prev[1]) + ENTRY_OVERHEAD
         if size > self.limit >> 4:  # one huge record must not flush the rest
             if prev is not None:
-                del young[key]
-            self._old.pop(key, None)
+                del young[key]  # an old-generation entry still serves only its own bytes
             return
         if self._young_size + size > self.limit >> 1:
             self._old, self._old_size = young, self._young_size  # the old one is dropped
