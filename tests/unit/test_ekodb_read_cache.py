@@ -62,6 +62,18 @@ def test_a_rewritten_entry_is_counted_once_and_outlives_its_first_generation() -
     assert c.size <= c.limit
 
 
+def test_a_rewrite_of_an_old_generation_entry_drops_the_old_one() -> None:
+    entry = 100 + 100 + ENTRY_OVERHEAD
+    c = ReadCache(limit=entry * 4 * 16)  # generations of up to 32 entries
+    for i in range(33):  # the 33rd put flips: entries 0..31 are the old generation
+        c.put(("c", str(i), True, False), b"s" * 100, b"b" * 100)
+    assert len(c) == 33 and c.size == 33 * entry
+    c.put(("c", "0", True, False), b"t" * 100, b"B" * 100)  # superseded in the old one
+    assert len(c) == 33 and c.size == 33 * entry  # counted (and held) once
+    assert c.get(("c", "0", True, False), b"s" * 100) is None
+    assert c.get(("c", "0", True, False), b"t" * 100) == b"B" * 100
+
+
 class App:
     def __init__(self, tmp_path: Path) -> None:
         cfg = ServeConfig(data_dir=tmp_path, host="127.0.0.1", http_port=0, durability="none",

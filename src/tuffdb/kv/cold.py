@@ -57,7 +57,7 @@ from tuffdb._format.segment import SEGMENT_HEADER_SIZE, FileKind, SegmentHeader,
 from tuffdb.errors import CorruptionError
 from tuffdb.kv.records import iter_records
 from tuffdb.storage.codec import Codec
-from tuffdb.storage.files import fsync_dir, fsync_fd, pread_exact, segment_name, write_all, write_file_durably
+from tuffdb.storage.files import fsync_dir, fsync_fd, pread_exact, segment_name, write_all, write_file_durably, writev_all
 
 BLOCK_TARGET_SIZE = 16 << 10
 DATA_SUFFIX = ".dat"
@@ -173,7 +173,7 @@ def write_segment(
         out += [frame_header(Kind.META, mdata, COMMIT), mdata]
         trailer_head = TRAILER.pack(pos, TRAILER_MAGIC, 0)[:12]
         out.append(trailer_head + crc32c(trailer_head).to_bytes(4, "little"))
-        write_all(fd, b"".join(out))
+        writev_all(fd, out)
         fsync_fd(fd)
     finally:
         os.close(fd)

@@ -55,15 +55,19 @@ class ReadCache:
         prev = young.get(key)
         if prev is not None:
             self._young_size -= len(prev[0]) + len(prev[1]) + ENTRY_OVERHEAD
+        elif (stale := self._old.pop(key, None)) is not None:
+            # superseded: freed now rather than at the next flip, so an update reuses
+            # the memory its old reply held instead of growing the heap
+            self._old_size -= len(stale[0]) + len(stale[1]) + ENTRY_OVERHEAD
         if size > self.limit >> 4:  # one huge record must not flush the rest
             if prev is not None:
-                del young[key]  # an old-generation entry still serves only its own bytes
+                del young[key]
             return
         if self._young_size + size > self.limit >> 1:
             self._old, self._old_size = young, self._young_size  # the old one is dropped
             young = self._young = {}
             self._young_size = 0
-        young[key] = (stored, body)  # shadows an entry of the old generation
+        young[key] = (stored, body)
         self._young_size += size
 
     def __len__(self) -> int:
