@@ -5,11 +5,13 @@ the benchmark: bench/ycsb.py runs every store, tier and cell and writes the repo
     TUFFDB_NATIVE_BUILD=.venv/tuffdb-native/<key> python bench/ycsb_cells.py cache A/8
 
 Starts the server the way bench/ycsb.py does (pinned to --server-cpu, 100,000 records),
-then runs each cell with wrk + bench/ycsb_gen/ycsb.lua pinned to --client-cpu and prints
+then runs each cell with wrk + bench/ycsb_gen/ycsb.lua (or, with ``--generator c``,
+bench/ycsb_gen/ycsb_driver.c) pinned to --client-cpu and prints
 one line per cell: tier, cell, rep, ops/s. With ``--stat`` it also reads /proc over six
 seconds of each cell's window and prints each busy server thread's user and system CPU
 per operation and the server core's split (user, system, idle, softirq, steal ticks).
-With ``--syscalls`` it counts, over the same six seconds, the server's system calls of the
+With ``--perf DIR`` it runs ``perf record -g`` on the server over those six seconds,
+one file per cell. With ``--syscalls`` it counts, over the same six seconds, the server's system calls of the
 kinds the request path makes (perf tracepoints: read, write, epoll_pwait, io_submit,
 io_getevents, writev, pread64, futex) and its context switches, per operation.
 To compare builds, alternate fresh servers of each (``TUFFDB_NATIVE_BUILD`` picks the
@@ -30,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import thread_ticks  # noqa: E402
-from _ycsb_cgen import run_wrk  # noqa: E402
+from _ycsb_cgen import build_driver, run_driver, run_wrk  # noqa: E402
 from ycsb import TuffdbHttp  # noqa: E402
 
 RECORDS = 100_000
@@ -62,6 +64,12 @@ def _perf_stat(pid: int, out: list[str]) -> None:
     out.append(res.stderr)
 
 
+def _perf_record(pid: int, path: str) -> None:
+    time.sleep(3)  # the window _sample reads
+    subprocess.run(["perf", "record", "-g", "-F", "2000", "-o", path, "-p", str(pid), "sleep", "6"],
+                   capture_output=True, check=False)
+
+
 def _per_op(perf_text: str, ops: float) -> str:
     parts = []
     for line in perf_text.splitlines():
@@ -78,12 +86,18 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--stat", action="store_true")
     ap.add_argument("--syscalls", action="store_true", help="perf stat the server (root)")
+    ap.add_argument("--perf", metavar="DIR", help="perf record -g the server (root): DIR/<tier>-<W>-<N>-<rep>.data")
+    ap.add_argument("--generator", choices=("wrk", "c"), default="wrk",
+                    help="wrk + ycsb.lua (the benchmark's), or bench/ycsb_gen/ycsb_driver.c")
     ap.add_argument("--server-cpu", type=int, default=0)
     ap.add_argument("--client-cpu", type=int, default=1)
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--warmup", type=float, default=2)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ycsb-cells-") as tmp:
+        driver = build_driver(Path(tmp)) if args.generator == "c" else None
+        if args.generator == "c" and driver is None:
+            sys.exit("ycsb_cells: no C compiler for bench/ycsb_gen/ycsb_driver.c")
         server = TuffdbHttp(Path(tmp), args.tier, args.server_cpu)
         try:
             server.insert(list(range(RECORDS)), 1)
@@ -101,8 +115,18 @@ def main() -> None:
                     if args.syscalls:
                         counter = threading.Thread(target=_perf_stat, args=(server.pid, counted))
                         counter.start()
-                    res = run_wrk(server.port, server.token, workload, int(threads), RECORDS, 1,
-                                  args.warmup, args.duration, 0, args.client_cpu)
+                    recorder = None
+                    if args.perf:
+                        Path(args.perf).mkdir(parents=True, exist_ok=True)
+                        out = f"{args.perf}/{args.tier}-{workload}-{threads}-{rep}.data"
+                        recorder = threading.Thread(target=_perf_record, args=(server.pid, out))
+                        recorder.start()
+                    window = (workload, int(threads), RECORDS, 1, args.warmup, args.duration, 0,
+                              args.client_cpu)
+                    if driver is not None:
+                        res = run_driver(driver, "http", server.port, *window, token=server.token)
+                    else:
+                        res = run_wrk(server.port, server.token, *window)
                     line = f"{args.tier} {cell} {rep} {round(res['ops_per_s'])}"
                     if probe is not None:
                         probe.join()
@@ -115,6 +139,8 @@ def main() -> None:
                         d = [b - a for a, b in zip(c0, c1, strict=True)]  # type: ignore[call-overload]
                         line += (f"; core user {d[0]} system {d[2]} idle {d[3]} softirq {d[6]} "
                                  f"steal {d[7]} ticks")
+                    if recorder is not None:
+                        recorder.join()
                     if counter is not None:
                         counter.join()
                         line += _per_op(counted[0], res["ops_per_s"] * 6)

@@ -12,8 +12,8 @@ def test_input_starts_a_spin_that_ends_once_the_window_passes() -> None:
         poller = BusyPoll(1000, lambda: True)  # 1 ms
         conn = object()
         poller.touch(conn)
-        assert poller.spinning
-        while poller.spins == 0:  # its first input marks the window shared; then alone
+        assert not poller.spinning  # its first input marks the window shared
+        while poller.spins == 0:  # then it sends alone: the loop spins
             poller.touch(conn)
             await asyncio.sleep(0)
         while poller.spinning:  # each hop polls the loop, then re-arms or stops
@@ -47,8 +47,10 @@ def test_no_spin_while_several_connections_send() -> None:
         a, b = object(), object()
         for _ in range(20):  # two clients taking turns: the loop has company
             poller.touch(a)
+            assert not poller.spinning  # not even a hop scheduled per request
             await asyncio.sleep(0)
             poller.touch(b)
+            assert not poller.spinning
             await asyncio.sleep(0)
         assert poller.spins == 0
 

@@ -63,7 +63,8 @@ class BusyPoll:
         if source is not self.last_from:
             self.last_from = source
             self.shared_until = now + self.window
-        if not self.spinning:
+            return  # company: a spin would stop at its first hop (no call_soon per request)
+        if not self.spinning and now >= self.shared_until:
             self.spinning = True
             asyncio.get_running_loop().call_soon(self._spin)
 
