@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tuffdb.documents import codec, planner, values
@@ -35,13 +34,23 @@ MAX_NAME_BYTES = 255
 _TTL_KEYS = frozenset(("id", "ttl", "ttl_update_on_access"))
 
 
-@dataclass(slots=True)
 class Write:
-    collection: str
-    id: str
-    fields: dict[str, Any] | None  # None = delete
-    ttl: float | None = None
-    touch: bool = False
+    """One record's write in a batch; ``fields`` None is a delete. A plain class: compiled
+    (mypyc), a dataclass would still run its generated, interpreted ``__init__``."""
+
+    __slots__ = ("collection", "fields", "id", "touch", "ttl")
+
+    def __init__(self, collection: str, id: str, fields: dict[str, Any] | None,  # noqa: A002
+                 ttl: float | None = None, touch: bool = False) -> None:  # noqa: FBT001, FBT002
+        self.collection = collection
+        self.id = id
+        self.fields = fields
+        self.ttl = ttl
+        self.touch = touch
+
+    def __repr__(self) -> str:
+        what = "delete" if self.fields is None else "put"
+        return f"Write({self.collection!r}, {self.id!r}, {what})"
 
 
 def check_name(name: str, what: str = "collection name") -> None:

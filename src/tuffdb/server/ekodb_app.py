@@ -109,12 +109,17 @@ class Settings:
             setattr(self, k, v)
 
 
-@dataclass
 class Ctx:
-    req: Request
-    params: dict[str, str]
-    key: ApiKey | None
-    mp_reply: bool
+    """One request's context for a handler (a plain class: see ekodb_proto.Request)."""
+
+    __slots__ = ("key", "mp_reply", "params", "req")
+
+    def __init__(self, req: Request, params: dict[str, str], key: ApiKey | None,
+                 mp_reply: bool) -> None:  # noqa: FBT001
+        self.req = req
+        self.params = params
+        self.key = key
+        self.mp_reply = mp_reply
 
     def body(self, empty: Any = None) -> Any:
         return ew.decode_body(self.req.body, self.req.headers.get("content-type", ""), empty=empty)

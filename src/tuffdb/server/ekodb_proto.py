@@ -17,7 +17,6 @@ import functools
 import gzip
 import json
 from collections import deque
-from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
@@ -32,22 +31,37 @@ GZIP_MIN_BYTES = 1024
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
-@dataclass(slots=True)
+# Request and Response are plain classes, not dataclasses: compiled (mypyc) a dataclass
+# still runs the interpreted __init__ the dataclasses module generates, ~5 % of the loop's
+# time for cache-tier YCSB A in process (two per request).
 class Request:
-    method: str
-    url: bytes
-    headers: dict[str, str]
-    body: bytes = b""
-    keep_alive: bool = True
-    peer: str = ""
+    __slots__ = ("body", "headers", "keep_alive", "method", "peer", "url")
+
+    def __init__(self, method: str, url: bytes, headers: dict[str, str], body: bytes = b"",
+                 keep_alive: bool = True, peer: str = "") -> None:  # noqa: FBT001, FBT002
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.keep_alive = keep_alive
+        self.peer = peer
+
+    def __repr__(self) -> str:
+        return f"Request({self.method} {self.url!r})"
 
 
-@dataclass(slots=True)
 class Response:
-    status: int
-    body: bytes
-    content_type: str = "application/json"
-    headers: list[tuple[str, str]] = field(default_factory=list)
+    __slots__ = ("body", "content_type", "headers", "status")
+
+    def __init__(self, status: int, body: bytes, content_type: str = "application/json",
+                 headers: list[tuple[str, str]] | None = None) -> None:
+        self.status = status
+        self.body = body
+        self.content_type = content_type
+        self.headers: list[tuple[str, str]] = [] if headers is None else headers
+
+    def __repr__(self) -> str:
+        return f"Response({self.status}, {len(self.body)} bytes, {self.content_type!r})"
 
 
 class Deferred:

@@ -25,7 +25,6 @@ import datetime as dt
 import json
 import logging
 import secrets
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tuffdb.documents.values import format_datetime
@@ -45,11 +44,16 @@ MAX_BUFFERED = 10_000
 MAX_SEND_BUFFER_BYTES = 8 << 20
 
 
-@dataclass(slots=True)
 class Takeover(Response):
     """A response that owns the connection: ``takeover(protocol)`` runs until it ends."""
 
-    takeover: Callable[[Any], Awaitable[None]] | None = field(default=None)
+    __slots__ = ("takeover",)
+
+    def __init__(self, status: int, body: bytes, content_type: str,
+                 headers: list[tuple[str, str]],
+                 takeover: Callable[[Any], Awaitable[None]] | None = None) -> None:
+        super().__init__(status, body, content_type, headers)
+        self.takeover = takeover
 
 
 def new_subscription_id() -> str:
