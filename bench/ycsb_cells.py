@@ -58,7 +58,7 @@ SYSCALLS = ("read", "write", "epoll_pwait", "io_submit", "io_getevents", "writev
 
 def _perf_stat(pid: int, out: list[str]) -> None:
     time.sleep(3)  # the window _sample reads
-    events = ",".join([*(f"syscalls:sys_enter_{c}" for c in SYSCALLS), "context-switches"])
+    events = ",".join([*(f"syscalls:sys_enter_{c}" for c in SYSCALLS), "context-switches", "minor-faults"])
     res = subprocess.run(["perf", "stat", "-x,", "-e", events, "-p", str(pid), "sleep", "6"],
                          capture_output=True, text=True, check=False)
     out.append(res.stderr)
