@@ -758,13 +758,20 @@ def test_a_stalled_spill_applies_back_pressure_instead_of_growing_the_hot_tier(
     hot, record = 4096, 8 + 500 + 64
     store = KVStore.open(tmp_path / "kv", durability="none", hot_bytes=hot, max_sealed=1)
     stalled, release, done = threading.Event(), threading.Event(), threading.Event()
-    real_write = os.write
+    real_write, real_writev = os.write, os.writev
 
-    def write(fd: int, data: Any) -> int:
+    def stall(fd: int) -> None:  # a segment's data file, however it is written
         if ".dat" in fd_path(fd) and not release.is_set():
             stalled.set()
             release.wait(60)
+
+    def write(fd: int, data: Any) -> int:
+        stall(fd)
         return real_write(fd, data)
+
+    def writev(fd: int, parts: Any) -> int:
+        stall(fd)
+        return real_writev(fd, parts)
 
     def writer() -> None:
         for i in range(2000):
@@ -772,7 +779,7 @@ def test_a_stalled_spill_applies_back_pressure_instead_of_growing_the_hot_tier(
         done.set()
 
     try:
-        with mock.patch("os.write", write):
+        with mock.patch("os.write", write), mock.patch("os.writev", writev):
             thread = threading.Thread(target=writer)
             thread.start()
             assert stalled.wait(30), "nothing was ever spilled"
