@@ -57,7 +57,15 @@ from tuffdb._format.segment import SEGMENT_HEADER_SIZE, FileKind, SegmentHeader,
 from tuffdb.errors import CorruptionError
 from tuffdb.kv.records import iter_records
 from tuffdb.storage.codec import Codec
-from tuffdb.storage.files import fsync_dir, fsync_fd, pread_exact, segment_name, write_all, write_file_durably, writev_all
+from tuffdb.storage.files import (
+    fsync_dir,
+    fsync_fd,
+    pread_exact,
+    segment_name,
+    write_all,
+    write_file_durably,
+    writev_all,
+)
 
 BLOCK_TARGET_SIZE = 16 << 10
 DATA_SUFFIX = ".dat"

@@ -31,9 +31,9 @@ GZIP_MIN_BYTES = 1024
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
-# Request and Response are plain classes, not dataclasses: compiled (mypyc) a dataclass
-# still runs the interpreted __init__ the dataclasses module generates, ~5 % of the loop's
-# time for cache-tier YCSB A in process (two per request).
+# Request and Response are plain classes, not dataclasses: compiled (mypyc), a dataclass
+# still runs the interpreted __init__ the dataclasses module generates (a Response took
+# 179 ns to build from Python that way, 102 ns now; every request builds both).
 class Request:
     __slots__ = ("body", "headers", "keep_alive", "method", "peer", "url")
 
