@@ -10,10 +10,11 @@ bench/ycsb_gen/ycsb_driver.c) pinned to --client-cpu and prints
 one line per cell: tier, cell, rep, ops/s. With ``--stat`` it also reads /proc over six
 seconds of each cell's window and prints each busy server thread's user and system CPU
 per operation and the server core's split (user, system, idle, softirq, steal ticks).
-With ``--perf DIR`` it runs ``perf record -g`` on the server over those six seconds,
-one file per cell. With ``--syscalls`` it counts, over the same six seconds, the server's system calls of the
-kinds the request path makes (perf tracepoints: read, write, epoll_pwait, io_submit,
-io_getevents, writev, pread64, futex) and its context switches, per operation.
+With ``--perf DIR`` it runs ``perf record -g`` on the server over those six seconds, one
+file per cell. With ``--syscalls`` it counts, over the same six seconds, the server's
+system calls of the kinds the request path makes (perf tracepoints: read, write,
+epoll_pwait, io_submit, io_getevents, writev, pread64, futex), its context switches and
+its minor page faults, per operation.
 To compare builds, alternate fresh servers of each (``TUFFDB_NATIVE_BUILD`` picks the
 build the server runs) in one session: the machine's speed drifts between runs.
 """
@@ -36,6 +37,8 @@ from _ycsb_cgen import build_driver, run_driver, run_wrk  # noqa: E402
 from ycsb import TuffdbHttp  # noqa: E402
 
 RECORDS = 100_000
+SAMPLE_AFTER_S = 3  # into the cell: past the 2 s warm-up, inside the measured window
+SAMPLE_S = 6  # what --stat, --perf and --syscalls observe
 
 
 def _core(cpu: int) -> list[int]:
@@ -46,9 +49,9 @@ def _core(cpu: int) -> list[int]:
 
 
 def _sample(pid: int, cpu: int, out: list[object]) -> None:
-    time.sleep(3)  # inside the measured window (2 s warm-up first)
+    time.sleep(SAMPLE_AFTER_S)
     t0, c0 = thread_ticks(pid), _core(cpu)
-    time.sleep(6)
+    time.sleep(SAMPLE_S)
     out.extend([thread_ticks(pid), _core(cpu), t0, c0])
 
 
@@ -56,18 +59,21 @@ SYSCALLS = ("read", "write", "epoll_pwait", "io_submit", "io_getevents", "writev
             "futex")
 
 
-def _perf_stat(pid: int, out: list[str]) -> None:
-    time.sleep(3)  # the window _sample reads
-    events = ",".join([*(f"syscalls:sys_enter_{c}" for c in SYSCALLS), "context-switches", "minor-faults"])
-    res = subprocess.run(["perf", "stat", "-x,", "-e", events, "-p", str(pid), "sleep", "6"],
+def _perf(pid: int, args: list[str]) -> str:
+    """``perf ARGS`` on the server over the window _sample reads; perf's stderr."""
+    time.sleep(SAMPLE_AFTER_S)
+    res = subprocess.run(["perf", *args, "-p", str(pid), "sleep", str(SAMPLE_S)],
                          capture_output=True, text=True, check=False)
-    out.append(res.stderr)
+    return res.stderr
+
+
+def _perf_stat(pid: int, out: list[str]) -> None:
+    events = [*(f"syscalls:sys_enter_{c}" for c in SYSCALLS), "context-switches", "minor-faults"]
+    out.append(_perf(pid, ["stat", "-x,", "-e", ",".join(events)]))
 
 
 def _perf_record(pid: int, path: str) -> None:
-    time.sleep(3)  # the window _sample reads
-    subprocess.run(["perf", "record", "-g", "-F", "2000", "-o", path, "-p", str(pid), "sleep", "6"],
-                   capture_output=True, check=False)
+    _perf(pid, ["record", "-g", "-F", "2000", "-o", path])
 
 
 def _per_op(perf_text: str, ops: float) -> str:
@@ -95,6 +101,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=2)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ycsb-cells-") as tmp:
+        if args.perf:
+            Path(args.perf).mkdir(parents=True, exist_ok=True)
         driver = build_driver(Path(tmp)) if args.generator == "c" else None
         if args.generator == "c" and driver is None:
             sys.exit("ycsb_cells: no C compiler for bench/ycsb_gen/ycsb_driver.c")
@@ -117,7 +125,6 @@ def main() -> None:
                         counter.start()
                     recorder = None
                     if args.perf:
-                        Path(args.perf).mkdir(parents=True, exist_ok=True)
                         out = f"{args.perf}/{args.tier}-{workload}-{threads}-{rep}.data"
                         recorder = threading.Thread(target=_perf_record, args=(server.pid, out))
                         recorder.start()
@@ -131,7 +138,7 @@ def main() -> None:
                     if probe is not None:
                         probe.join()
                         t1, c1, t0, c0 = got  # type: ignore[misc]
-                        ops = res["ops_per_s"] * 6 / 1e4  # ticks are 10 ms; per op in us
+                        ops = res["ops_per_s"] * SAMPLE_S / 1e4  # ticks are 10 ms; per op in us
                         for tid, (u, s) in t1.items():  # type: ignore[attr-defined]
                             du, ds = u - t0.get(tid, (0, 0))[0], s - t0.get(tid, (0, 0))[1]  # type: ignore[attr-defined]
                             if du + ds > 3:
@@ -143,7 +150,7 @@ def main() -> None:
                         recorder.join()
                     if counter is not None:
                         counter.join()
-                        line += _per_op(counted[0], res["ops_per_s"] * 6)
+                        line += _per_op(counted[0], res["ops_per_s"] * SAMPLE_S)
                     print(line, flush=True)
         finally:
             server.stop()
