@@ -45,7 +45,10 @@ def to_store(value: Any) -> Any:  # noqa: C901, PLR0911, PLR0912 - type or optio
     if t in _NATIVE:
         return value
     if t is dict:
-        return {k: v if type(v) in _NATIVE else to_store(v) for k, v in value.items()}
+        for v in value.values():
+            if type(v) not in _NATIVE:
+                return {k: v if type(v) in _NATIVE else to_store(v) for k, v in value.items()}
+        return value  # all native (a YCSB record): only encoded, never changed, so no copy
     if t is list:
         return [to_store(v) for v in value]
     if t is decimal.Decimal:
