@@ -5,8 +5,8 @@ the benchmark: bench/ycsb.py runs every store, tier and cell and writes the repo
     TUFFDB_NATIVE_BUILD=.venv/tuffdb-native/<key> python bench/ycsb_cells.py cache A/8
 
 Starts the server the way bench/ycsb.py does (pinned to --server-cpu, 100,000 records),
-then runs each cell with wrk + bench/ycsb_gen/ycsb.lua (or, with ``--generator c``,
-bench/ycsb_gen/ycsb_driver.c) pinned to --client-cpu and prints
+then runs each cell with bench/ycsb_gen/ycsb_driver.c, the benchmark's generator (or, with
+``--generator wrk``, wrk + bench/ycsb_gen/ycsb.lua) pinned to --client-cpu and prints
 one line per cell: tier, cell, rep, ops/s. With ``--stat`` it also reads /proc over six
 seconds of each cell's window and prints each busy server thread's user and system CPU
 per operation and the server core's split (user, system, idle, softirq, steal ticks).
@@ -93,8 +93,8 @@ def main() -> None:
     ap.add_argument("--stat", action="store_true")
     ap.add_argument("--syscalls", action="store_true", help="perf stat the server (root)")
     ap.add_argument("--perf", metavar="DIR", help="perf record -g the server (root): DIR/<tier>-<W>-<N>-<rep>.data")
-    ap.add_argument("--generator", choices=("wrk", "c"), default="wrk",
-                    help="wrk + ycsb.lua (the benchmark's), or bench/ycsb_gen/ycsb_driver.c")
+    ap.add_argument("--generator", choices=("wrk", "c"), default="c",
+                    help="bench/ycsb_gen/ycsb_driver.c (the benchmark's), or wrk + ycsb.lua")
     ap.add_argument("--server-cpu", type=int, default=0)
     ap.add_argument("--client-cpu", type=int, default=1)
     ap.add_argument("--duration", type=float, default=10)
