@@ -99,9 +99,8 @@ def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
     src: list[int] = []
     tombs: dict[bytes, None] = {}
     for seg in group:
-        _collect_live(store, seg, keys, vals, src, expiry)
+        e = _collect_live(store, seg, keys, vals, src, expiry)
         if not drop_tombs and seg.meta.get("tombstones", 0):
-            e = _entries(store, seg)
             for i in np.flatnonzero(e.ops == OP_DELETE).tolist():
                 if e.keys[i] not in kd:
                     tombs[e.keys[i]] = None
@@ -155,8 +154,9 @@ def _entries(store: KVStore, seg: ColdSegment) -> Entries:
 
 
 def _collect_live(store: KVStore, seg: ColdSegment, keys: list[bytes],
-                  vals: list[bytes | None], src: list[int], expiry: dict[bytes, int]) -> None:
-    """Append ``seg``'s live records (the keydir points at them) in file order.
+                  vals: list[bytes | None], src: list[int], expiry: dict[bytes, int]) -> Entries:
+    """Append ``seg``'s live records (the keydir points at them) in file order; returns
+    the segment's key table.
 
     Driven by the segment's key table, not by parsing its records: liveness is one
     C-level pass (keydir lookups against the table's locations), and only blocks that
@@ -167,12 +167,12 @@ def _collect_live(store: KVStore, seg: ColdSegment, keys: list[bytes],
     e = _entries(store, seg)
     n = len(e.keys)
     if not n:
-        return
+        return e
     locs = e.locations(seg.id)
     live = np.fromiter(map(eq, map(store._keydir.get, e.keys), locs), dtype=bool, count=n)
     idx = np.flatnonzero(live & (e.ops == OP_PUT))
     if not len(idx):
-        return
+        return e
     at = idx.tolist()
     keys += map(e.keys.__getitem__, at)
     src += map(locs.__getitem__, at)
@@ -193,3 +193,4 @@ def _collect_live(store: KVStore, seg: ColdSegment, keys: list[bytes],
         if ends[b - 1] > len(blk):
             raise CorruptionError(f"hint entry past the end of block {bno}", path=str(seg.path))
         vals += map(blk.__getitem__, map(slice, starts_l[a:b], ends[a:b]))
+    return e
