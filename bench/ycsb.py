@@ -37,8 +37,9 @@ closed loop, one request in flight per connection, one connection per YCSB threa
 * postgres: pgbench custom scripts (_ycsb_pg.py; Zipfian skew 1.001, pgbench's minimum).
 * tuffdb-embedded: Python threads in the benchmark's own process (labelled; compared only
   with itself).
-Without wrk or a C compiler, tuffdb-http and redis fall back to Python driver processes
-(_ycsb_drivers.py); every cell records its ``generator``.
+Without a C compiler (or without wrk, for ``--http-generator wrk``), tuffdb-http and redis
+fall back to Python driver processes (_ycsb_drivers.py); every cell records its
+``generator``.
 
 Per store and repetition: load (timed: ingest, by the fastest path: batch insert, pipeline,
 COPY), the generator's ceiling on a trivial request (GET /api/health through the same Lua

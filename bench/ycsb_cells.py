@@ -92,7 +92,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--stat", action="store_true")
     ap.add_argument("--syscalls", action="store_true", help="perf stat the server (root)")
-    ap.add_argument("--perf", metavar="DIR", help="perf record -g the server (root): DIR/<tier>-<W>-<N>-<rep>.data")
+    ap.add_argument("--perf", metavar="DIR", help="perf record -g the server (root): DIR/<tier>-<W>-<N>-<rep>-<position in CELLS>.data")
     ap.add_argument("--generator", choices=("wrk", "c"), default="c",
                     help="bench/ycsb_gen/ycsb_driver.c (the benchmark's), or wrk + ycsb.lua")
     ap.add_argument("--server-cpu", type=int, default=0)
@@ -110,7 +110,7 @@ def main() -> None:
         try:
             server.insert(list(range(RECORDS)), 1)
             for rep in range(args.reps):
-                for cell in args.cells.split(","):
+                for pos, cell in enumerate(args.cells.split(",")):
                     workload, threads = cell.split("/")
                     got: list[object] = []
                     probe = None
@@ -125,7 +125,7 @@ def main() -> None:
                         counter.start()
                     recorder = None
                     if args.perf:
-                        out = f"{args.perf}/{args.tier}-{workload}-{threads}-{rep}.data"
+                        out = f"{args.perf}/{args.tier}-{workload}-{threads}-{rep}-{pos}.data"
                         recorder = threading.Thread(target=_perf_record, args=(server.pid, out))
                         recorder.start()
                     window = (workload, int(threads), RECORDS, 1, args.warmup, args.duration, 0,
