@@ -44,6 +44,7 @@ from _ycsb_work import FIELDS, key, op_stream, record  # noqa: E402
 
 from tuffdb import metrics  # noqa: E402
 from tuffdb.server import ekodb_http  # noqa: E402
+from tuffdb.server.app import tune_gc  # noqa: E402
 from tuffdb.server.config import ServeConfig  # noqa: E402
 from tuffdb.server.ekodb_proto import HttpProtocol  # noqa: E402
 
@@ -195,6 +196,9 @@ async def run(args: argparse.Namespace) -> None:
         print(f"{args.tier} {args.workload} x{args.conns}: {measured} requests, "
               f"{wall / measured * 1e6:.1f} us wall and {cpu / measured * 1e6:.1f} us of the "
               f"loop thread's CPU per request; {held:.0f} replies held for a write's round")
+        reads = face.app.reads
+        print(f"read cache: {reads.hits:,} hits, {reads.misses:,} misses, {len(reads):,} entries, "
+              f"{reads.size / 2**20:.0f} MiB")
         print("threads (user, system ticks):",
               {tid: v for tid, v in per.items() if v != (0, 0)})
     finally:
@@ -211,6 +215,7 @@ def main() -> None:
     ap.add_argument("--perf", help="perf record -g output for the measured part")
     ap.add_argument("--pyspy", help="py-spy raw output for the measured part")
     args = ap.parse_args()
+    tune_gc()  # the collector's thresholds as the server sets them
     try:
         import uvloop  # noqa: PLC0415 - as the server runs
     except ImportError:
