@@ -183,6 +183,8 @@ async def run(args: argparse.Namespace) -> None:
         measured = args.requests - half - args.conns
         ticks0 = thread_ticks()
         held0 = metrics.EKODB_READS_HELD.value
+        reads = face.app.reads
+        hits0, misses0 = reads.hits, reads.misses
         t0, c0 = time.perf_counter(), time.thread_time()
         await drive(measured)
         wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
@@ -196,9 +198,9 @@ async def run(args: argparse.Namespace) -> None:
         print(f"{args.tier} {args.workload} x{args.conns}: {measured} requests, "
               f"{wall / measured * 1e6:.1f} us wall and {cpu / measured * 1e6:.1f} us of the "
               f"loop thread's CPU per request; {held:.0f} replies held for a write's round")
-        reads = face.app.reads
-        print(f"read cache: {reads.hits:,} hits, {reads.misses:,} misses, {len(reads):,} entries, "
-              f"{reads.size / 2**20:.0f} MiB")
+        print(f"read cache in the measured part: {reads.hits - hits0:,} hits, "
+              f"{reads.misses - misses0:,} misses; {len(reads):,} entries, "
+              f"{reads.size / 2**20:.0f} MiB at the end")
         print("threads (user, system ticks):",
               {tid: v for tid, v in per.items() if v != (0, 0)})
     finally:
