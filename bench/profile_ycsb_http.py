@@ -117,6 +117,8 @@ async def open_face(tier: str, prefix: str) -> tuple[Any, Path]:
 
 async def run(args: argparse.Namespace) -> None:
     face, d = await open_face(args.tier, "profile-ycsb-http-")
+    if args.read_cache is not None:
+        face.app.reads.limit = args.read_cache << 20
     try:
         ready: deque[int] = deque()
         waiter: list[asyncio.Future[None] | None] = [None]
@@ -216,6 +218,8 @@ def main() -> None:
     ap.add_argument("--conns", type=int, default=8)
     ap.add_argument("--perf", help="perf record -g output for the measured part")
     ap.add_argument("--pyspy", help="py-spy raw output for the measured part")
+    ap.add_argument("--read-cache", type=int, metavar="MIB",
+                    help="the read cache's bound (default: the server's)")
     args = ap.parse_args()
     tune_gc()  # the collector's thresholds as the server sets them
     try:

@@ -31,6 +31,8 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import thread_ticks  # noqa: E402
 from _ycsb_cgen import build_driver, run_driver, run_wrk  # noqa: E402
@@ -135,6 +137,10 @@ def main() -> None:
                     else:
                         res = run_wrk(server.port, server.token, *window)
                     line = f"{args.tier} {cell} {rep} {round(res['ops_per_s'])}"
+                    lat = res.get("latencies_ns")
+                    if lat is not None and len(lat):
+                        p50, p99, p999 = np.percentile(lat, [50, 99, 99.9]) / 1e3
+                        line += f" p50 {p50:.0f} p99 {p99:.0f} p99.9 {p999:.0f} us"
                     if probe is not None:
                         probe.join()
                         t1, c1, t0, c0 = got  # type: ignore[misc]

@@ -59,6 +59,7 @@ HOT_MODULES = (
     "tuffdb/server/ekodb_sse.py",  # its Takeover subclasses ekodb_proto.Response
     "tuffdb/server/ekodb_wire.py",
     "tuffdb/server/ekodb_read_cache.py",
+    "tuffdb/server/ekodb_body.py",
     "tuffdb/server/busy_poll.py",
     "tuffdb/storage/codec.py",
     "tuffdb/documents/codec.py",

@@ -290,7 +290,7 @@ class Collection(CollectionMeta):
         :raises NotFoundError: when there is no such record.
         """
         with self.db.lock:
-            if self.schema is None and type(changes) is dict and _TTL_KEYS.isdisjoint(changes):
+            if self.merges_plainly(changes):
                 # The usual update (no schema, no TTL on either side): merge into the
                 # stored fields as decoded; the same record and checks as the general
                 # path below, without building the record, copying it and re-reading
@@ -306,6 +306,24 @@ class Collection(CollectionMeta):
             w = self.update_write(self.get(rid), changes)
             self.commit([w])
         return {"id": rid, **(w.fields or {})}
+
+    def merges_plainly(self, changes: dict[str, Any]) -> bool:
+        """Whether an update by ``changes`` is a plain merge: no schema to apply, no id or
+        TTL setting among the changes."""
+        return self.schema is None and type(changes) is dict and _TTL_KEYS.isdisjoint(changes)
+
+    def update_known(self, rid: str, changes: dict[str, Any],
+                     current: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`update` for a caller holding ``db.lock`` that already has record ``rid``
+        as decoded from the bytes :meth:`stored` returns now (``current``: with its id, no
+        TTL, left unchanged) and ``changes`` that :meth:`merges_plainly`: the merge of
+        :meth:`update`'s usual path, without unpacking the stored bytes."""
+        values.check(changes)
+        fields = current.copy()
+        del fields["id"]
+        fields.update(changes)
+        self.commit([Write(self.name, rid, fields)])
+        return {"id": rid, **fields}
 
     def update_many(self, filter: Any, changes: dict[str, Any]) -> int:  # noqa: A002
         with self.db.lock:

@@ -15,6 +15,7 @@ from tuffdb.documents.collection import Collection, Write, check_name
 from tuffdb.documents.wire import from_wire, plain, record_from_wire
 from tuffdb.errors import NotFoundError, ProtocolError
 from tuffdb.server import ekodb_wire as ew
+from tuffdb.server.ekodb_body import splice
 from tuffdb.server.ekodb_proto import Response
 
 if TYPE_CHECKING:
@@ -76,8 +77,16 @@ def find_by_id_reply(app: App, ctx: Ctx, c: str, rid: str) -> Any:
             raise NotFoundError("Record not found")
         body = _by_id_body(app, record, perm, mp)
         if stable:
-            app.reads.put(key, data, body)
+            app.reads.put(key, data, body, _kept(record))
     return _body_reply(body, mp)
+
+
+def _kept(record: dict[str, Any]) -> dict[str, Any] | None:
+    """``record`` if the read cache may keep it for updates (ekodb_body.py): flat, plain
+    scalars (nothing a merge could share and mutate), no TTL field."""
+    if "ttl" in record or not all(map(_PLAIN.__contains__, map(type, record.values()))):
+        return None
+    return record
 
 
 def _by_id_body(app: App, record: dict[str, Any], perm: Any, mp: bool) -> bytes:
@@ -127,17 +136,30 @@ def update_reply(app: App, ctx: Ctx, c: str, rid: str) -> Any:
     changes = record_from_wire(ctx.body())
     app.check_writable(perm, changes)
     coll = _coll(app, c)
+    mp, typed = ctx.mp_reply, app.settings.use_typed_values
+    key = (c, rid, typed, mp)
+    body = None
     with coll.db.lock:  # the stored bytes read back are this update's
-        record = coll.update(rid, changes)
+        known = None
+        if coll.merges_plainly(changes) and (data := coll.stored(rid)) is not None:
+            known = app.reads.entry(key, data)
+        if known is not None and known[2] is not None:
+            # the record as stored is cached decoded: merge into a copy of it
+            record = coll.update_known(rid, changes, known[2])
+            body = splice(known[1], known[2], changes, typed, mp)
+        else:
+            record = coll.update(rid, changes)
         data = coll.stored(rid)
-    mp = ctx.mp_reply
-    body = _by_id_body(app, record, perm, mp)
+    if body is None:
+        body = _by_id_body(app, record, perm, mp)
     # Cached only when the body is a function of the stored bytes alone: no TTL, no
     # schema (it may convert values), and changes whose values decode from the store as
     # given (the rest of the record was decoded from it).
     as_given = all(map(_PLAIN.__contains__, map(type, changes.values())))
     if data is not None and as_given and coll.schema is None and "ttl" not in record:
-        app.reads.put((c, rid, app.settings.use_typed_values, mp), data, body)
+        # a merge into a kept record of plain changes is itself one to keep
+        kept = record if known is not None and known[2] is not None else _kept(record)
+        app.reads.put(key, data, body, kept)
     return _body_reply(body, mp)
 
 

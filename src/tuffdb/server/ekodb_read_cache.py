@@ -18,21 +18,31 @@ dropped whole, so an entry lives until two flips pass without it being written a
 ``OrderedDict`` kept in exact FIFO order cost twice as much per put at 100,000 entries (its
 linked list: ~1.3 vs ~0.6 us interpreted, YCSB A keys), and every update puts. Loop thread
 only.
+
+An entry may also keep the record decoded from the stored bytes (a flat record of plain
+scalars, shared: never mutated). An update that finds its record here then merges into a
+copy instead of unpacking the stored bytes, and splices the changed fields into the
+cached body instead of encoding it whole (ekodb_body.py). Such an entry counts its body
+twice, for the strings of the decoded record.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 DEFAULT_LIMIT = 256 << 20  # bytes of stored records and bodies kept
 ENTRY_OVERHEAD = 200  # the key, the tuple and the dict slot, roughly
 
 CacheKey = tuple[str, str, bool, bool]  # collection, id, typed values, msgpack
+# stored bytes, the body made from them, the record decoded from them (or None)
+Entry = tuple[bytes, bytes, dict[str, Any] | None]
 
 
 class ReadCache:
     def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
         self.limit = limit
-        self._young: dict[CacheKey, tuple[bytes, bytes]] = {}
-        self._old: dict[CacheKey, tuple[bytes, bytes]] = {}
+        self._young: dict[CacheKey, Entry] = {}
+        self._old: dict[CacheKey, Entry] = {}
         self._young_size = 0
         self._old_size = 0
         self.hits = 0
@@ -49,16 +59,29 @@ class ReadCache:
         self.misses += 1
         return None
 
-    def put(self, key: CacheKey, stored: bytes, body: bytes) -> None:
-        size = len(stored) + len(body) + ENTRY_OVERHEAD
+    def entry(self, key: CacheKey, stored: bytes) -> Entry | None:
+        """The entry made from ``stored`` for ``key`` (body and decoded record), or None;
+        for an update, so not counted as a read's hit or miss."""
+        hit = self._young.get(key)
+        if hit is None:
+            hit = self._old.get(key)
+        if hit is not None and hit[0] == stored:
+            return hit
+        return None
+
+    def put(self, key: CacheKey, stored: bytes, body: bytes,
+            record: dict[str, Any] | None = None) -> None:
+        """Keep ``body`` (and ``record``, if given: never mutated after) for ``stored``."""
+        entry = (stored, body, record)
+        size = _size(entry)
         young = self._young
         prev = young.get(key)
         if prev is not None:
-            self._young_size -= len(prev[0]) + len(prev[1]) + ENTRY_OVERHEAD
+            self._young_size -= _size(prev)
         elif (stale := self._old.pop(key, None)) is not None:
             # superseded: freed now rather than at the next flip, so an update reuses
             # the memory its old reply held instead of growing the heap
-            self._old_size -= len(stale[0]) + len(stale[1]) + ENTRY_OVERHEAD
+            self._old_size -= _size(stale)
         if size > self.limit >> 4:  # one huge record must not flush the rest
             if prev is not None:
                 del young[key]
@@ -67,7 +90,7 @@ class ReadCache:
             self._old, self._old_size = young, self._young_size  # the old one is dropped
             young = self._young = {}
             self._young_size = 0
-        young[key] = (stored, body)
+        young[key] = entry
         self._young_size += size
 
     def __len__(self) -> int:
@@ -76,3 +99,8 @@ class ReadCache:
     @property
     def size(self) -> int:
         return self._young_size + self._old_size
+
+
+def _size(entry: Entry) -> int:
+    body = len(entry[1])
+    return len(entry[0]) + (body if entry[2] is None else 2 * body) + ENTRY_OVERHEAD
