@@ -7,7 +7,8 @@
 YCSB: one table per durability tier (tiers never share a table or a panel), a row per
 workload and thread count, a column per store with the median ops/s over repetitions
 (min-max beside it) and tuffdb-http's ratio to the tier's peer (PostgreSQL for durable,
-Redis for cache); p50/p99 of the median repetition when N >= 1000, with N; errors in bold.
+Redis for cache: the ratio of the medians, and for an ``--interleave`` run each
+repetition's own ratio beside it); p50/p99 of the median repetition when N >= 1000, with N; errors in bold.
 Under each table: the generator ceilings (trivial request at the most threads, and
 redis-benchmark PING), the generators' own core use there and their highest core use in
 any workload cell (a generator near 100 % of its pinned core would be the bottleneck).
@@ -34,8 +35,20 @@ def _cells(result: dict[str, Any]) -> dict[tuple[str, str, str], list[dict[str, 
     out: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for c in result["cells"]:
         for wl, res in c["workloads"].items():
-            out.setdefault((c["tier"], c["store"], wl), []).append(res)
+            out.setdefault((c["tier"], c["store"], wl), []).append(
+                {**res, "rep": c["rep"], "interleaved": bool(c.get("interleaved"))}
+            )
     return out
+
+
+def _paired(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> str:
+    """Interleaved runs (bench/ycsb.py --interleave): each repetition's own ratio, its
+    two cells measured seconds apart."""
+    if not all(r["interleaved"] for r in ours + theirs):
+        return ""
+    peer = {r["rep"]: r["ops_per_s"] for r in theirs}
+    pairs = [r["ops_per_s"] / peer[r["rep"]] for r in ours if peer.get(r["rep"])]
+    return " (per rep: " + ", ".join(f"{x:.2f}" for x in pairs) + ")" if pairs else ""
 
 
 def _median_rep(reps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -92,7 +105,10 @@ def ycsb_markdown(result: dict[str, Any]) -> str:
             ratio = (
                 (med["tuffdb-http"] / med[peer]) if "tuffdb-http" in med and med.get(peer) else None
             )
-            row.append(f"{ratio:.2f}x" if ratio else "-")
+            paired = (
+                _paired(cells[(tier, "tuffdb-http", wl)], cells[(tier, peer, wl)]) if ratio else ""
+            )
+            row.append(f"{ratio:.2f}x{paired}" if ratio else "-")
             lines.append("| " + " | ".join(row) + " |")
         lines += _ceilings(result, tier)
         lines.append("")

@@ -54,6 +54,11 @@ repetition on a null C HTTP server (bench/ycsb_gen/http_ok.c on the server core)
 every remote cell records the generator's and the server's CPU use (fraction of one
 core): a generator near its core's capacity would be the bottleneck.
 
+With ``--interleave`` the remote stores of a tier (tuffdb-http, redis) are loaded side by
+side and each cell runs on one, then at once on the other (the order alternating, each
+after the other server is idle): on a host whose speed drifts over minutes, a ratio from
+cells seconds apart rather than minutes.
+
 Output: ``docs/benchmarks/ycsb-raw/<run-id>.json`` and ``latest.json`` (every cell, the
 environment, the commands; machine paths replaced by ``<repo>``, ``<dir>``, ``<out>``, ``~``);
 ``--out`` changes the directory. ``python bench/plot_ycsb.py`` draws the tables.
@@ -73,6 +78,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -296,6 +302,7 @@ def run_embedded_store(
                 cell["workloads"][f"{wl}/{threads}"] = summarize(res)
                 if wl == "D":
                     count = gap_fill(store, count, set(res["inserted"]), seed)
+                yield None
     finally:
         db.close()
 
@@ -385,6 +392,16 @@ def _remote(
 def run_remote_store(
     name: str, tier: str, args: argparse.Namespace, d: Path, seed: int, cell: dict[str, Any]
 ) -> None:
+    for _ in remote_steps(name, tier, args, d, seed, cell):
+        pass
+
+
+def remote_steps(
+    name: str, tier: str, args: argparse.Namespace, d: Path, seed: int, cell: dict[str, Any]
+) -> Iterator[int | None]:
+    """A remote store's run, one step at a time: yields its server's pid once it is
+    loaded and its ceiling measured, then None after each workload cell (``--interleave``
+    runs the stores' cells alternately); stops the server when closed or exhausted."""
     count = args.records
     top = max(args.threads)
     store = (
@@ -415,6 +432,7 @@ def run_remote_store(
             bench = redis_benchmark_ping(store.port, top, 100_000, args.client_cpu)
             if bench:
                 cell["generator_ceiling_redis_benchmark"] = bench
+        yield store.pid
         for wl in ORDER:
             for threads in args.threads:
                 res = metered(
@@ -432,8 +450,64 @@ def run_remote_store(
                 cell["workloads"][f"{wl}/{threads}"] = summarize(res)
                 if wl == "D":
                     count = gap_fill(store, count, set(res["inserted"]), seed)
+                yield None
     finally:
         store.stop()
+
+
+REMOTE = ("tuffdb-http", "redis")
+IDLE_TICKS = 2  # a server using at most this many 10 ms ticks in 0.5 s counts as idle
+IDLE_WAIT_MAX_S = 60
+
+
+def _process_ticks(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().split(") ")[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])
+
+
+def wait_idle(pids: list[int]) -> float:
+    """Wait until the servers ``pids`` are idle (their background work, e.g. a merge
+    after a write-heavy cell, done), so it does not run inside another store's cell on
+    the shared server core; returns the seconds waited."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < IDLE_WAIT_MAX_S:
+        before = sum(map(_process_ticks, pids))
+        time.sleep(0.5)
+        if sum(map(_process_ticks, pids)) - before <= IDLE_TICKS:
+            break
+    return time.perf_counter() - t0
+
+
+def run_interleaved(
+    names: list[str], tier: str, args: argparse.Namespace, rep: int
+) -> list[dict[str, Any]]:
+    """``--interleave``: the remote stores loaded side by side (their servers share the
+    server core, one busy at a time), then each workload cell run on every store back to
+    back, the order alternating from cell to cell, each after the others are idle. The
+    machine's speed drifts over minutes here; a store and its peer measured seconds apart
+    give a ratio that drift cannot make."""
+    seed = args.seed + rep
+    cells = [{"store": n, "tier": tier, "rep": rep, "workloads": {}, "interleaved": names}
+             for n in names]
+    with contextlib.ExitStack() as stack:
+        steps, pids = [], []
+        for name, cell in zip(names, cells, strict=True):
+            d = stack.enter_context(bench_dir(args.dir, f"ycsb-{name}"))
+            it = remote_steps(name, tier, args, d, seed, cell)
+            stack.callback(it.close)  # stops its server
+            pid = next(it)
+            assert pid is not None
+            steps.append(it)
+            pids.append(pid)
+        for k in range(len(ORDER) * len(args.threads)):
+            order = range(len(names)) if k % 2 == 0 else range(len(names) - 1, -1, -1)
+            for i in order:
+                wait_idle([p for j, p in enumerate(pids) if j != i])
+                next(steps[i])
+    return cells
 
 
 def run_store(name: str, tier: str, args: argparse.Namespace, d: Path, rep: int) -> dict[str, Any]:
@@ -542,6 +616,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stores", default=",".join(STORES))
     p.add_argument("--tiers", default="durable,cache")
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument(
+        "--interleave",
+        action="store_true",
+        help="run tuffdb-http's and redis's cells alternately, servers side by side",
+    )
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--server-cpu", type=int, default=0)
     p.add_argument("--client-cpu", type=int, default=1)
@@ -568,11 +647,17 @@ def main(argv: list[str] | None = None) -> int:
         if null:
             null_ceilings.append(null)
         for tier in args.tiers.split(","):
-            for name in args.stores.split(","):
-                if name == "postgres" and tier != "durable":
-                    continue
-                with bench_dir(args.dir, f"ycsb-{name}") as d:
-                    cell = run_store(name, tier, args, d, rep)
+            names = [n for n in args.stores.split(",") if n != "postgres" or tier == "durable"]
+            paired = [n for n in names if n in REMOTE] if args.interleave else []
+            if len(paired) > 1:
+                done = run_interleaved(paired, tier, args, rep)
+            else:
+                done = []
+            for name in names:
+                if name not in paired:
+                    with bench_dir(args.dir, f"ycsb-{name}") as d:
+                        done.append(run_store(name, tier, args, d, rep))
+            for cell in done:
                 cells.append(cell)
                 rates = " ".join(
                     f"{k} {v['ops_per_s']:.0f}" + (f" ({v['errors']} err)" if v["errors"] else "")
@@ -580,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 ceil = cell.get("generator_ceiling", {}).get("ops_per_s")
                 print(
-                    f"rep {rep} {tier:7} {name:15} ingest {cell['ingest_s']:.1f}s"
+                    f"rep {rep} {tier:7} {cell['store']:15} ingest {cell['ingest_s']:.1f}s"
                     + (f" ceiling {ceil:.0f}" if ceil else "")
                     + f" | {rates}"
                     + f"  [{time.perf_counter() - t_run:.0f}s]",
