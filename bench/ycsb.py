@@ -55,9 +55,10 @@ every remote cell records the generator's and the server's CPU use (fraction of 
 core): a generator near its core's capacity would be the bottleneck.
 
 With ``--interleave`` the remote stores of a tier (tuffdb-http, redis) are loaded side by
-side and each cell runs on one, then at once on the other (the order alternating, each
-after the other server is idle): on a host whose speed drifts over minutes, a ratio from
-cells seconds apart rather than minutes.
+side and each cell runs on one, then at once on the other (the order alternating; after
+each cell the benchmark waits for that server to go idle and charges the CPU it used
+meanwhile to the cell): on a host whose speed drifts over minutes, a ratio from cells
+seconds apart rather than minutes.
 
 Output: ``docs/benchmarks/ycsb-raw/<run-id>.json`` and ``latest.json`` (every cell, the
 environment, the commands; machine paths replaced by ``<repo>``, ``<dir>``, ``<out>``, ``~``);
@@ -468,17 +469,18 @@ def _process_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
-def wait_idle(pids: list[int]) -> float:
-    """Wait until the servers ``pids`` are idle (their background work, e.g. a merge
-    after a write-heavy cell, done), so it does not run inside another store's cell on
-    the shared server core; returns the seconds waited."""
+def wait_idle(pid: int) -> int:
+    """Wait until server ``pid`` is idle (the background work a cell left, e.g. spills
+    and a merge after a write-heavy cell, done); returns the CPU ticks it used meanwhile."""
     t0 = time.perf_counter()
+    start = last = _process_ticks(pid)
     while time.perf_counter() - t0 < IDLE_WAIT_MAX_S:
-        before = sum(map(_process_ticks, pids))
         time.sleep(0.5)
-        if sum(map(_process_ticks, pids)) - before <= IDLE_TICKS:
+        now = _process_ticks(pid)
+        if now - last <= IDLE_TICKS:
             break
-    return time.perf_counter() - t0
+        last = now
+    return _process_ticks(pid) - start
 
 
 def run_interleaved(
@@ -486,10 +488,17 @@ def run_interleaved(
 ) -> list[dict[str, Any]]:
     """``--interleave``: the remote stores loaded side by side (their servers share the
     server core, one busy at a time), then each workload cell run on every store back to
-    back, the order alternating from cell to cell, each after the others are idle. The
-    machine's speed drifts over minutes here; a store and its peer measured seconds apart
-    give a ratio that drift cannot make."""
+    back, the order alternating from cell to cell. The machine's speed drifts over
+    minutes here; a store and its peer measured seconds apart give a ratio that drift
+    cannot make.
+
+    After each cell the benchmark waits for that server to go idle, so its leftover
+    background work does not run inside the next store's cell, and charges the CPU it
+    used meanwhile to the cell: ``ops_per_s`` is ops / (window + that CPU time), as if the
+    work had displaced requests on the busy core (the uncharged rate is kept as
+    ``ops_per_s_uncharged``)."""
     seed = args.seed + rep
+    tick = os.sysconf("SC_CLK_TCK")
     cells = [{"store": n, "tier": tier, "rep": rep, "workloads": {}, "interleaved": names}
              for n in names]
     with contextlib.ExitStack() as stack:
@@ -502,11 +511,17 @@ def run_interleaved(
             assert pid is not None
             steps.append(it)
             pids.append(pid)
+            wait_idle(pid)  # its load's spills and merges, before any cell
         for k in range(len(ORDER) * len(args.threads)):
             order = range(len(names)) if k % 2 == 0 else range(len(names) - 1, -1, -1)
             for i in order:
-                wait_idle([p for j, p in enumerate(pids) if j != i])
                 next(steps[i])
+                res = cells[i]["workloads"][next(reversed(cells[i]["workloads"]))]
+                after = wait_idle(pids[i]) / tick
+                res["after_cell_cpu_s"] = after
+                res["ops_per_s_uncharged"] = res["ops_per_s"]
+                if res.get("seconds"):
+                    res["ops_per_s"] = res["ops"] / (res["seconds"] + after)
     return cells
 
 
