@@ -303,7 +303,6 @@ def run_embedded_store(
                 cell["workloads"][f"{wl}/{threads}"] = summarize(res)
                 if wl == "D":
                     count = gap_fill(store, count, set(res["inserted"]), seed)
-                yield None
     finally:
         db.close()
 
