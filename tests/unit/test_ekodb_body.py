@@ -5,8 +5,8 @@ cache holds decoded reply what a read decoded from the store sends."""
 
 from __future__ import annotations
 
-import json
 import random
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,11 +15,11 @@ import pytest
 
 from tuffdb.documents.wire import record_to_wire
 from tuffdb.server import ekodb_wire as ew
-from tuffdb.server.config import ServeConfig
 from tuffdb.server.ekodb_body import pair, splice
-from tuffdb.server.ekodb_http import EkoDBFace
-from tuffdb.server.ekodb_proto import Request, Response
 from tuffdb.server.ekodb_read_cache import ReadCache
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ekodb_app_harness import App  # noqa: E402
 
 ENCODINGS = [(typed, mp) for typed in (True, False) for mp in (False, True)]
 
@@ -72,36 +72,11 @@ def test_a_pair_found_twice_is_not_spliced(mp: bool, name: str) -> None:
     assert splice(body, old, {name: "y"}, True, mp) == _whole({**old, name: "y"}, True, mp)
 
 
-class App:
-    def __init__(self, tmp_path: Path) -> None:
-        cfg = ServeConfig(data_dir=tmp_path, host="127.0.0.1", http_port=0, durability="none",
-                          extra={"http": {}})
-        self.face = EkoDBFace(cfg)
-        self.app = self.face.app
-        admin = (tmp_path / "ekodb_admin_key").read_text().strip()
-        r = self.call("POST", "/api/auth/token", {"api_key": admin}, token=None)
-        self.token = json.loads(r)["token"]
-
-    def call(self, method: str, path: str, body: Any = None, *, token: str | None = "",
-             mp: bool = False) -> bytes:
-        headers = {"content-type": "application/json"}
-        if mp:
-            headers["accept"] = "application/msgpack"
-        tok = self.token if token == "" else token
-        if tok:
-            headers["authorization"] = f"Bearer {tok}"
-        data = b"" if body is None else json.dumps(body).encode()
-        resp = self.app.handle(Request(method, path.encode(), headers, data))
-        assert isinstance(resp, Response)
-        assert resp.status == 200, resp.body
-        return bytes(resp.body)
-
-
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[App]:
     a = App(tmp_path)
     yield a
-    a.face.db.close()
+    a.close()
 
 
 @pytest.mark.parametrize("typed", [True, False])
@@ -111,19 +86,19 @@ def test_updates_of_cached_records_reply_what_the_store_holds(app: App, typed: b
     app.call("PUT", "/api/config", {"use_typed_values": typed})
     rng = random.Random(11)
     values: list[Any] = ["v", "w" * 100, 3, 2.25, True, None, 'q"\\']
-    ids = [json.loads(app.call("POST", "/api/insert/t", {f"f{i}": "x" * 10 for i in range(10)}))
-           ["id"] for _ in range(5)]
+    ids = [app.call("POST", "/api/insert/t", {f"f{i}": "x" * 10 for i in range(10)})["id"]
+           for _ in range(5)]
     for rid in ids:  # a read caches each record decoded
-        app.call("GET", f"/api/find/t/{rid}", mp=mp)
+        app.call("GET", f"/api/find/t/{rid}", raw=True, mp=mp)
     for _ in range(100):
         rid = rng.choice(ids)
         changes = {f"f{i}": rng.choice(values) for i in rng.sample(range(10), rng.randint(1, 2))}
-        put = app.call("PUT", f"/api/update/t/{rid}", changes, mp=mp)
+        put = app.call("PUT", f"/api/update/t/{rid}", changes, raw=True, mp=mp)
         kept = app.app.reads
         app.app.reads = ReadCache()  # a read decoded from the store
-        assert app.call("GET", f"/api/find/t/{rid}", mp=mp) == put
+        assert app.call("GET", f"/api/find/t/{rid}", raw=True, mp=mp) == put
         app.app.reads = kept
-        assert app.call("GET", f"/api/find/t/{rid}", mp=mp) == put  # and the cached reply
+        assert app.call("GET", f"/api/find/t/{rid}", raw=True, mp=mp) == put  # and the cached reply
     entry = app.app.reads.entry(("t", ids[0], typed, mp),
                                 app.face.db.collection("t").stored(ids[0]) or b"")
     assert entry is not None and entry[2] is not None  # the updates kept records decoded

@@ -5,16 +5,18 @@ from, and replies shaped by anything else are never cached."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tuffdb.server.config import ServeConfig
-from tuffdb.server.ekodb_http import EkoDBFace
 from tuffdb.server.ekodb_proto import Request, Response
 from tuffdb.server.ekodb_read_cache import ENTRY_OVERHEAD, ReadCache
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ekodb_app_harness import App  # noqa: E402
 
 
 def test_cache_serves_a_body_only_for_the_same_stored_bytes() -> None:
@@ -74,37 +76,11 @@ def test_a_rewrite_of_an_old_generation_entry_drops_the_old_one() -> None:
     assert c.get(("c", "0", True, False), b"t" * 100) == b"B" * 100
 
 
-class App:
-    def __init__(self, tmp_path: Path) -> None:
-        cfg = ServeConfig(data_dir=tmp_path, host="127.0.0.1", http_port=0, durability="none",
-                          extra={"http": {}})
-        self.face = EkoDBFace(cfg)
-        self.app = self.face.app
-        admin = (tmp_path / "ekodb_admin_key").read_text().strip()
-        self.token = self.login(admin)
-
-    def login(self, key: str) -> str:
-        r = self.call("POST", "/api/auth/token", {"api_key": key}, token=None)
-        return str(r["token"])
-
-    def call(self, method: str, path: str, body: Any = None, *, token: str | None = "",
-             raw: bool = False) -> Any:
-        headers = {"content-type": "application/json"}
-        tok = self.token if token == "" else token
-        if tok:
-            headers["authorization"] = f"Bearer {tok}"
-        data = b"" if body is None else json.dumps(body).encode()
-        resp = self.app.handle(Request(method, path.encode(), headers, data))
-        assert isinstance(resp, Response)
-        assert resp.status == 200, resp.body
-        return resp.body if raw else json.loads(resp.body)
-
-
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[App]:
     a = App(tmp_path)
     yield a
-    a.face.db.close()
+    a.close()
 
 
 def _value(record: dict[str, Any], field: str) -> Any:
