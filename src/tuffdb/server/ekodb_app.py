@@ -136,7 +136,7 @@ class App:
         self.db, self.keyring, self.settings = db, keyring, settings
         self.save_settings = save_settings
         self.transactions: dict[str, Transaction] = {}
-        self._tokens: dict[str, tuple[str, float]] = {}  # verified JWT -> (key id, expiry)
+        self._tokens: dict[str, tuple[str, float]] = {}  # Authorization value -> (key id, expiry)
         self.reads = ReadCache()  # encoded by-id replies (ekodb_read_cache.py)
         self.routes: list[tuple[str, tuple[str, ...], Handler, str]] = []
         # Candidates by (method, segment count, second segment); None: a parameter there.
@@ -342,20 +342,21 @@ class App:
 
     def _authenticate(self, req: Request) -> ApiKey:
         auth = req.headers.get("authorization", "")
-        if not auth.lower().startswith("bearer "):
-            raise AuthError("missing 'Authorization: Bearer <token>'; get one from /api/auth/token")
-        token = auth[7:].strip()
         # A token's signature is checked once; later requests only check its expiry and
-        # that its key still exists (revocation), as KeyRing.verify does.
-        hit = self._tokens.get(token)
+        # that its key still exists (revocation), as KeyRing.verify does. Looked up by the
+        # header's whole value, so a hit neither lowercases nor slices the token.
+        hit = self._tokens.get(auth)
         if hit is not None and hit[1] > time.time():
             key = self.keyring._by_id.get(hit[0])  # noqa: SLF001 - verify's own lookup
             if key is not None:
                 return key
+        if auth[:7].lower() != "bearer ":
+            raise AuthError("missing 'Authorization: Bearer <token>'; get one from /api/auth/token")
+        token = auth[7:].strip()
         key = self.keyring.verify(token)  # raises AuthError: forged, expired, revoked
         if len(self._tokens) >= MAX_CACHED_TOKENS:
             self._tokens.clear()
-        self._tokens[token] = (key.key_id, float(jwt_decode(token, self.keyring.secret)["exp"]))
+        self._tokens[auth] = (key.key_id, float(jwt_decode(token, self.keyring.secret)["exp"]))
         return key
 
     def _check_access(self, key: ApiKey | None, access: str) -> None:
