@@ -235,10 +235,22 @@ class KVStore(MutableMapping[bytes, bytes]):
         # that raced with sealing finds ``seg.sealed`` set afterwards and redoes its write
         # in the new active segment under the lock (_put_slow); see docs/design/kv.md.
         seg = self._active
+        size = len(key) + len(value) + RECORD_OVERHEAD_BYTES
         if ttl is None:
-            seg.index[key] = value
+            index = seg.index
             p = seg.pending
-            if p is not None:
+            if p is None:
+                # Unlogged, a segment's bytes are the memory it holds (nothing else grows
+                # with it), so an overwrite within it adds only its growth: the hot keys of
+                # a skewed workload are rewritten in memory instead of filling segment after
+                # segment for the background thread to spill and, later, merge away. A
+                # logged segment counts every put: its log holds each one.
+                old = index.get(key)
+                if type(old) is bytes:
+                    size = len(value) - len(old)
+                index[key] = value
+            else:
+                index[key] = value
                 p += (key, value)  # framed in bulk by the committer (records.encode_pending)
             if self._expiry:
                 self._clear_expiry(seg, key)
@@ -246,7 +258,7 @@ class KVStore(MutableMapping[bytes, bytes]):
             self._put_ttl(seg, key, value, ttl)
         if self._ordered is not None:
             self._touched.add(key)
-        seg.bytes += len(key) + len(value) + RECORD_OVERHEAD_BYTES
+        seg.bytes += size
         if seg.sealed or seg.bytes >= self._hot_bytes:
             self._put_slow(seg, key, value, ttl)
         if sync is None:
