@@ -1,5 +1,6 @@
 """The ekoDB app of a real face over a real store, called in process (no sockets):
-``App.handle`` with byte-exact requests, as an admin unless told otherwise."""
+``App.handle`` with byte-exact requests, as an admin unless told otherwise; and the
+transport an ``HttpProtocol`` writes to in such tests."""
 
 from __future__ import annotations
 
@@ -43,3 +44,23 @@ class App:
 
     def close(self) -> None:
         self.face.db.close()
+
+
+class Transport:
+    """What ``HttpProtocol`` needs of a transport: keeps what it is sent in ``out``."""
+
+    def __init__(self) -> None:
+        self.out: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.out.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_extra_info(self, _name: str) -> tuple[str, int]:
+        return ("127.0.0.1", 1)
+
+    def close(self) -> None:
+        self.closed = True

@@ -4,32 +4,20 @@ order, and a reply that fails to build costs its client a 500, not the round's o
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
+from pathlib import Path
 
 from tuffdb.server.busy_poll import BusyPoll
 from tuffdb.server.ekodb_proto import Deferred, HttpProtocol, Request, Response
 
-
-class _Transport:
-    def __init__(self) -> None:
-        self.out: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.out.append(data)
-
-    def is_closing(self) -> bool:
-        return False
-
-    def get_extra_info(self, _name: str) -> tuple[str, int]:
-        return ("127.0.0.1", 1)
-
-    def close(self) -> None:
-        pass
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ekodb_app_harness import Transport  # noqa: E402
 
 
-def _conn(handler) -> tuple[HttpProtocol, _Transport]:  # noqa: ANN001
+def _conn(handler) -> tuple[HttpProtocol, Transport]:  # noqa: ANN001
     proto = HttpProtocol(handler)
-    t = _Transport()
+    t = Transport()
     proto.connection_made(t)  # type: ignore[arg-type]
     return proto, t
 
@@ -102,7 +90,7 @@ def test_a_deferred_reply_keeps_the_loop_polling_for_its_clients_next_request() 
             return d
 
         proto = HttpProtocol(handler, poller=poller)
-        t = _Transport()
+        t = Transport()
         proto.connection_made(t)  # type: ignore[arg-type]
         proto.data_received(_put("/w"))
         # the request's window passes, as during a round's fsync

@@ -5,33 +5,18 @@ limit refused before any of it arrives, and the bearer-token check of the app.""
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.unit.ekodb_app_harness import App
 from tuffdb.server.ekodb_proto import HttpProtocol, Request, Response
 
-
-class _Transport:
-    def __init__(self) -> None:
-        self.out: list[bytes] = []
-        self.closed = False
-
-    def write(self, data: bytes) -> None:
-        self.out.append(data)
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def get_extra_info(self, _name: str) -> tuple[str, int]:
-        return ("127.0.0.1", 1)
-
-    def close(self) -> None:
-        self.closed = True
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ekodb_app_harness import App, Transport  # noqa: E402
 
 
-def _conn(max_body: int = 1 << 20) -> tuple[HttpProtocol, _Transport, list[Request]]:
+def _conn(max_body: int = 1 << 20) -> tuple[HttpProtocol, Transport, list[Request]]:
     seen: list[Request] = []
 
     def handler(req: Request) -> Response:
@@ -39,7 +24,7 @@ def _conn(max_body: int = 1 << 20) -> tuple[HttpProtocol, _Transport, list[Reque
         return Response(200, b"{}")
 
     proto = HttpProtocol(handler, max_body=max_body)
-    t = _Transport()
+    t = Transport()
     proto.connection_made(t)  # type: ignore[arg-type]
     return proto, t, seen
 
