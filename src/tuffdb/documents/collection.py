@@ -38,7 +38,7 @@ class Write:
     """One record's write in a batch; ``fields`` None is a delete. A plain class: compiled
     (mypyc), a dataclass would still run its generated, interpreted ``__init__``."""
 
-    __slots__ = ("collection", "fields", "id", "touch", "ttl")
+    __slots__ = ("collection", "fields", "id", "stored", "touch", "ttl")
 
     def __init__(self, collection: str, id: str, fields: dict[str, Any] | None,  # noqa: A002
                  ttl: float | None = None, touch: bool = False) -> None:  # noqa: FBT001, FBT002
@@ -47,6 +47,7 @@ class Write:
         self.fields = fields
         self.ttl = ttl
         self.touch = touch
+        self.stored: bytes | None = None  # the bytes written, set by Database.apply
 
     def __repr__(self) -> str:
         what = "delete" if self.fields is None else "put"
@@ -312,18 +313,23 @@ class Collection(CollectionMeta):
         TTL setting among the changes."""
         return self.schema is None and type(changes) is dict and _TTL_KEYS.isdisjoint(changes)
 
-    def update_known(self, rid: str, changes: dict[str, Any],
-                     current: dict[str, Any]) -> dict[str, Any]:
-        """:meth:`update` for a caller holding ``db.lock`` that already has record ``rid``
-        as decoded from the bytes :meth:`stored` returns now (``current``: with its id, no
-        TTL, left unchanged) and ``changes`` that :meth:`merges_plainly`: the merge of
-        :meth:`update`'s usual path, without unpacking the stored bytes."""
-        values.check(changes)
-        fields = current.copy()
-        del fields["id"]
+    def update_known(self, rid: str, changes: dict[str, Any], fields: dict[str, Any],
+                     *, plain: bool = False) -> tuple[dict[str, Any], bytes | None]:
+        """:meth:`update` for a caller holding ``db.lock`` that has just decoded the bytes
+        :meth:`stored` returns for record ``rid`` into ``fields`` (no TTL; its own dict,
+        which this merges ``changes`` into) and ``changes`` that :meth:`merges_plainly`:
+        the merge of :meth:`update`'s usual path without reading the record again.
+        ``plain``: the caller found every change a plain scalar (codec.plain_scalars),
+        storable as is.
+
+        Returns the new record and the bytes now stored for it (what :meth:`stored`
+        returns until the next write), so the caller need not look them up again."""
+        if not plain:
+            values.check(changes)
         fields.update(changes)
-        self.commit([Write(self.name, rid, fields)])
-        return {"id": rid, **fields}
+        w = Write(self.name, rid, fields)
+        self.commit([w])
+        return {"id": rid, **fields}, w.stored
 
     def update_many(self, filter: Any, changes: dict[str, Any]) -> int:  # noqa: A002
         with self.db.lock:

@@ -229,7 +229,8 @@ class Database:
                 deletes.append(key)
                 ops.append([key, None, None])
             else:
-                ops.append([key, codec.pack_record(w.fields, w.ttl, w.touch), w.ttl])
+                w.stored = packed = codec.pack_record(w.fields, w.ttl, w.touch)
+                ops.append([key, packed, w.ttl])
         if deletes and self.trash_ttl:
             old = self.kv.get_many(deletes)
             ops.extend([TRASH + k[len(RECORD) :], v, self.trash_ttl]

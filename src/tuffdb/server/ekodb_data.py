@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tuffdb.documents import schema as schema_mod
+from tuffdb.documents.codec import plain_scalars, unpack_record
 from tuffdb.documents.collection import Collection, Write, check_name
 from tuffdb.documents.wire import from_wire, plain, record_from_wire
 from tuffdb.errors import NotFoundError, ProtocolError
@@ -20,10 +21,6 @@ from tuffdb.server.ekodb_proto import Response
 
 if TYPE_CHECKING:
     from tuffdb.server.ekodb_app import App, Ctx
-
-
-#: Value types that come back from the store exactly as given.
-_PLAIN = frozenset((str, int, float, bool, type(None)))
 
 
 def _coll(app: App, c: str) -> Collection:
@@ -77,14 +74,14 @@ def find_by_id_reply(app: App, ctx: Ctx, c: str, rid: str) -> Any:
             raise NotFoundError("Record not found")
         body = _by_id_body(app, record, perm, mp)
         if stable:
-            app.reads.put(key, data, body, _kept(record))
+            app.reads.put(key, data, body)
     return _body_reply(body, mp)
 
 
-def _kept(record: dict[str, Any]) -> dict[str, Any] | None:
-    """``record`` if the read cache may keep it for updates (ekodb_body.py): flat, plain
-    scalars (nothing a merge could share and mutate), no TTL field."""
-    if "ttl" in record or not all(map(_PLAIN.__contains__, map(type, record.values()))):
+def _spliceable(record: dict[str, Any]) -> dict[str, Any] | None:
+    """``record`` if an update may splice its changes into the record's cached body
+    (ekodb_body.py): flat, plain scalars, no TTL field."""
+    if "ttl" in record or not plain_scalars(record.values()):
         return None
     return record
 
@@ -140,26 +137,26 @@ def update_reply(app: App, ctx: Ctx, c: str, rid: str) -> Any:
     key = (c, rid, typed, mp)
     body = None
     with coll.db.lock:  # the stored bytes read back are this update's
-        known = None
-        if coll.merges_plainly(changes) and (data := coll.stored(rid)) is not None:
-            known = app.reads.entry(key, data)
-        if known is not None and known[2] is not None:
-            # the record as stored is cached decoded: merge into a copy of it
-            record = coll.update_known(rid, changes, known[2])
-            body = splice(known[1], known[2], changes, typed, mp)
+        known = old = None
+        cur = coll.stored(rid) if coll.merges_plainly(changes) else None
+        if cur is not None and (known := app.reads.entry(key, cur)) is not None:
+            # the cached body was made from these bytes: decode them, splice, merge
+            fields, ttl, _ = unpack_record(cur)
+            old = _spliceable(fields) if ttl is None else None
+        as_given = plain_scalars(changes.values())
+        if known is not None and old is not None:
+            body = splice(known[1], old, changes, typed, mp)
+            record, data = coll.update_known(rid, changes, old, plain=as_given)
         else:
             record = coll.update(rid, changes)
-        data = coll.stored(rid)
+            data = coll.stored(rid)
     if body is None:
         body = _by_id_body(app, record, perm, mp)
     # Cached only when the body is a function of the stored bytes alone: no TTL, no
     # schema (it may convert values), and changes whose values decode from the store as
     # given (the rest of the record was decoded from it).
-    as_given = all(map(_PLAIN.__contains__, map(type, changes.values())))
     if data is not None and as_given and coll.schema is None and "ttl" not in record:
-        # a merge into a kept record of plain changes is itself one to keep
-        kept = record if known is not None and known[2] is not None else _kept(record)
-        app.reads.put(key, data, body, kept)
+        app.reads.put(key, data, body)
     return _body_reply(body, mp)
 
 

@@ -48,8 +48,8 @@ KEY_FILE = "documents.key"
 ADMIN_KEY_FILE = "ekodb_admin_key"
 SETTINGS_FILE = "ekodb_config.json"
 # storage_mode -> memory: (engine hot_bytes, engine cache_bytes, read cache bytes). "fast"
-# caches a working set of up to 1 GiB of decoded blocks and 512 MiB of encoded replies
-# (with their decoded records: 70,000-140,000 YCSB records); "balanced" keeps the defaults.
+# caches a working set of up to 1 GiB of decoded blocks and 512 MiB of stored records with
+# their encoded replies (~200,000 YCSB records); "balanced" keeps the defaults.
 STORAGE_MODES = {"fast": (64 << 20, 1 << 30, 512 << 20),
                  "balanced": (8 << 20, 64 << 20, 256 << 20)}
 

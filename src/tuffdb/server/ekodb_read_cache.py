@@ -19,23 +19,24 @@ dropped whole, so an entry lives until two flips pass without it being written a
 linked list: ~1.3 vs ~0.6 us interpreted, YCSB A keys), and every update puts. Loop thread
 only.
 
-An entry may also keep the record decoded from the stored bytes (a flat record of plain
-scalars, shared: never mutated). An update that finds its record here then merges into a
-copy instead of unpacking the stored bytes, and splices the changed fields into the
-cached body instead of encoding it whole (ekodb_body.py). Such an entry counts its body
-twice, for the strings of the decoded record.
+An update that finds its record's entry current decodes the stored bytes the body was
+made from (msgspec, one pass over ~1 KB), merges the changes into that, and splices the
+changed fields into the cached body instead of encoding it whole (ekodb_body.py). The
+entry does not keep the decoded record for it: that was tried, and held ten more objects
+per YCSB record (a third more memory than stored bytes and body together) scattered
+over the heap, which each update then walked (copy, re-encode). Decoding was ahead in
+CPU per request (cache tier, YCSB A, 32 connections, in process: 4 of 4 pairs run side by
+side on the two cores, ~8 %; docs/benchmarks/ycsb.md, 2026-12-03).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 DEFAULT_LIMIT = 256 << 20  # bytes of stored records and bodies kept
 ENTRY_OVERHEAD = 200  # the key, the tuple and the dict slot, roughly
 
 CacheKey = tuple[str, str, bool, bool]  # collection, id, typed values, msgpack
-# stored bytes, the body made from them, the record decoded from them (or None)
-Entry = tuple[bytes, bytes, dict[str, Any] | None]
+# stored bytes, the body made from them
+Entry = tuple[bytes, bytes]
 
 
 class ReadCache:
@@ -60,8 +61,8 @@ class ReadCache:
         return None
 
     def entry(self, key: CacheKey, stored: bytes) -> Entry | None:
-        """The entry made from ``stored`` for ``key`` (body and decoded record), or None;
-        for an update, so not counted as a read's hit or miss."""
+        """The entry made from ``stored`` for ``key``, or None; for an update, so not
+        counted as a read's hit or miss."""
         hit = self._young.get(key)
         if hit is None:
             hit = self._old.get(key)
@@ -69,10 +70,9 @@ class ReadCache:
             return hit
         return None
 
-    def put(self, key: CacheKey, stored: bytes, body: bytes,
-            record: dict[str, Any] | None = None) -> None:
-        """Keep ``body`` (and ``record``, if given: never mutated after) for ``stored``."""
-        entry = (stored, body, record)
+    def put(self, key: CacheKey, stored: bytes, body: bytes) -> None:
+        """Keep ``body`` for ``stored``."""
+        entry = (stored, body)
         size = _size(entry)
         young = self._young
         prev = young.get(key)
@@ -102,5 +102,4 @@ class ReadCache:
 
 
 def _size(entry: Entry) -> int:
-    body = len(entry[1])
-    return len(entry[0]) + (body if entry[2] is None else 2 * body) + ENTRY_OVERHEAD
+    return len(entry[0]) + len(entry[1]) + ENTRY_OVERHEAD
