@@ -22,11 +22,12 @@ only.
 An update that finds its record's entry current decodes the stored bytes the body was
 made from (msgspec, one pass over ~1 KB), merges the changes into that, and splices the
 changed fields into the cached body instead of encoding it whole (ekodb_body.py). The
-entry does not keep the decoded record for it: that was tried, and held ten more objects
-per YCSB record (a third more memory than stored bytes and body together) scattered
-over the heap, which each update then walked (copy, re-encode). Decoding was ahead in
-CPU per request (cache tier, YCSB A, 32 connections, in process: 4 of 4 pairs run side by
-side on the two cores, ~8 %; docs/benchmarks/ycsb.md, 2026-12-03).
+entry does not keep the decoded record for it: that was tried, and held eleven more
+objects per YCSB record (ten strings and a dict, about as much memory again as the stored
+bytes and body) scattered over the heap, which each update then walked (copy, encode).
+Decoding was ahead in CPU per request (cache tier, YCSB A, 32 connections, in process,
+pairs run side by side on the two cores: 4 of 4, medians 23.7 vs 26.6 us;
+docs/benchmarks/ycsb.md, 2026-12-03).
 """
 
 from __future__ import annotations
