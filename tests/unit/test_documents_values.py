@@ -103,3 +103,24 @@ def test_unstorable_python_values_are_type_errors() -> None:
         type_name(object())
     with pytest.raises(TypeError):
         type_name(2**64)
+
+
+@given(st.dictionaries(st.text(max_size=5), values, max_size=6))
+def test_plain_scalars_are_exactly_the_values_that_come_back_as_given(record: dict[str, object]) -> None:  # noqa: E501
+    # plain_scalars decides whether an update's reply may be cached from its changes: it
+    # must never say yes for a value the store would give back as something else.
+    plain = codec.plain_scalars(record.values())
+    assert plain == all(type(v) in (str, int, float, bool, type(None)) for v in record.values())
+    if plain:
+        fields, _, _ = codec.unpack_record(codec.pack_record(record))
+        assert _same(fields, record)
+
+
+def test_plain_scalars_refuses_subclasses_and_containers() -> None:
+    class Text(str):
+        pass
+
+    assert codec.plain_scalars(["x", 1, 2.5, True, None])
+    assert codec.plain_scalars([])
+    for odd in (Text("x"), b"x", [1], {"a": 1}, decimal.Decimal(1), dt.timedelta(1)):
+        assert not codec.plain_scalars(["x", odd])
