@@ -7,7 +7,8 @@
 Creates ``.venv`` next to this file on first use and reinstalls only when
 ``pyproject.toml`` changes. Where a C compiler is present, both compile the hot modules
 with mypyc (``tuffdb native build``, redone only when a source changes): ``serve`` runs
-the compiled build, ``test`` runs the suite twice, pure Python first, then compiled.
+the compiled build, ``test`` runs the suite twice, pure Python first, then compiled
+(tests marked ``once`` only in the compiled pass).
 ``test`` also installs the Debian packages the suite compares against (redis-server,
 redis-tools) when run as root with apt available, and carries on without them otherwise
 (those comparisons then say why they did not run).
@@ -98,14 +99,17 @@ def main() -> int:
         os.execv(str(VENV / "bin" / "tuffdb"), ["tuffdb", "serve", *args])
     _ensure_venv("test")
     _ensure_debian_packages()
-    rc = _pytest(rest, "0")
     built = _native_build()
     if built is False:  # a compiler is here and the source no longer compiles: a failure
         print("dev.py: the compiled build failed (tuffdb native build -v shows why)")
-        return rc or 1
-    if built:
-        rc = _pytest(rest, "1") or rc
-    return rc
+        return 1
+    if not built:
+        return _pytest(rest, "0")
+    # Tests marked `once` (packaging, real applications, clusters: what the build does
+    # not change) run in the compiled pass only, the build `serve` runs.
+    pure = rest if any(a.startswith("-m") for a in rest) else ["-m", "not once", *rest]
+    rc = _pytest(pure, "0")
+    return _pytest(rest, "1") or rc
 
 
 if __name__ == "__main__":
