@@ -102,9 +102,15 @@ def _wheelhouse(python: Path) -> Path:
 def runtime_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("runtime-venv")
     house = _wheelhouse(Path(sys.executable))
+    # Built from a copy of the sources, so setuptools' build/ lands in the copy.
+    source = tmp / "source"
+    shutil.copytree(ROOT / "src", source / "src",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
     dist = tmp / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "--wheel-dir", str(dist), str(ROOT)], check=True)
+                    "--wheel-dir", str(dist), str(source)], check=True)
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
