@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 # Face name -> module; start order is this order, stop order the reverse.
 FACE_MODULES = {
     "resp": "tuffdb.server.resp",
-    "grpc": "tuffdb.server.umadb_grpc",
-    "http": "tuffdb.server.ekodb_http",
+    "grpc": "tuffdb.server.umadb",
+    "http": "tuffdb.server.ekodb",
 }
 
 # Lifecycle lines (config, listening, ready, stopped, ...) are written at every

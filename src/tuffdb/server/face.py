@@ -1,7 +1,7 @@
 """The contract between ``tuffdb serve`` (``server/app.py``) and each protocol face.
 
-A face module (``tuffdb.server.resp``, ``tuffdb.server.umadb_grpc``,
-``tuffdb.server.ekodb_http``) exposes ``create(config: ServeConfig) -> Face``.
+A face package (``tuffdb.server.resp``, ``tuffdb.server.umadb``,
+``tuffdb.server.ekodb``) exposes ``create(config: ServeConfig) -> Face``.
 ``create`` opens the face's store under ``config.data_dir / <face name>`` and may
 raise :class:`tuffdb.errors.Error` with a message saying what to fix.
 

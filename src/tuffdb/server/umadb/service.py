@@ -4,7 +4,7 @@ Handlers take and return raw bytes: requests are parsed with the protobuf C pars
 read responses are joined from stored entry bytes, on the loop thread. The appends that
 arrive in one loop pass are committed together at its end, on the loop thread (one drain,
 one fsync; see ``DCBService._commit_pass``). The face that binds this to a port and to
-``tuffdb serve`` is ``server/umadb_grpc.py``.
+``tuffdb serve`` is ``server/umadb/server.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tuffdb.errors import AuthError, ProgrammingError
 from tuffdb.events.store import EventStore
 from tuffdb.events.subscription import next_positions
 from tuffdb.events.writer import Settled
-from tuffdb.server.grpc_h2 import (
+from tuffdb.server.umadb.grpc_h2 import (
     STREAM,
     UNARY,
     WAIT,
@@ -29,9 +29,9 @@ from tuffdb.server.grpc_h2 import (
     Method,
     StatusCode,
 )
-from tuffdb.server.protocol import health_v1_pb2 as hpb
-from tuffdb.server.protocol import umadb_v1_pb2 as pb
-from tuffdb.server.protocol import umadb_wire as wire
+from tuffdb.server.umadb import health_v1_pb2 as hpb
+from tuffdb.events import umadb_v1_pb2 as pb
+from tuffdb.server.umadb import wire
 
 SERVICE = "umadb.v1.DCB"
 LEGACY_SERVICE = "umadb.UmaDBService"

@@ -12,7 +12,7 @@ their initial values.
 
 Standalone, until ``tuffdb serve`` hosts it::
 
-    python -m tuffdb.server.ekodb_http --port 8080 --data-dir D   # --port 0: any free port
+    python -m tuffdb.server.ekodb --port 8080 --data-dir D   # --port 0: any free port
 
 prints ``ekodb_http ready on HOST:PORT`` to stderr once it accepts connections.
 """
@@ -39,8 +39,8 @@ from tuffdb.log import configure as configure_logging
 from tuffdb.log import get_logger
 from tuffdb.security.auth import KeyRing
 from tuffdb.server.busy_poll import DEFAULT_WINDOW_US, BusyPoll
-from tuffdb.server.ekodb_app import App, Settings
-from tuffdb.server.ekodb_proto import HttpProtocol
+from tuffdb.server.ekodb.app import App, Settings
+from tuffdb.server.ekodb.proto import HttpProtocol
 
 _log = get_logger(__name__)
 
@@ -202,7 +202,7 @@ async def _serve(config: Any) -> None:
 def main(argv: list[str] | None = None) -> None:
     from tuffdb.server.config import ServeConfig  # noqa: PLC0415
 
-    p = argparse.ArgumentParser(prog="python -m tuffdb.server.ekodb_http")
+    p = argparse.ArgumentParser(prog="python -m tuffdb.server.ekodb")
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--data-dir", type=Path, required=True)
@@ -221,6 +221,3 @@ def main(argv: list[str] | None = None) -> None:
     with asyncio.Runner(loop_factory=factory) as runner:
         runner.run(_serve(config))
 
-
-if __name__ == "__main__":
-    main()

@@ -33,15 +33,15 @@ from tuffdb.errors import (
     ReadOnlyError,
 )
 from tuffdb.security.auth import jwt_decode
-from tuffdb.server import ekodb_wire as ew
-from tuffdb.server.ekodb_proto import (
+from tuffdb.server.ekodb import wire as ew
+from tuffdb.server.ekodb.proto import (
     Deferred,
     Request,
     Response,
     error_response,
     takeover_of,
 )
-from tuffdb.server.ekodb_read_cache import ReadCache
+from tuffdb.server.ekodb.read_cache import ReadCache
 from tuffdb.server.loop_rounds import LoopRounds
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ class Settings:
 
 
 class Ctx:
-    """One request's context for a handler (a plain class: see ekodb_proto.Request)."""
+    """One request's context for a handler (a plain class: see proto.Request)."""
 
     __slots__ = ("key", "mp_reply", "params", "req")
 
@@ -137,27 +137,27 @@ class App:
         self.save_settings = save_settings
         self.transactions: dict[str, Transaction] = {}
         self._tokens: dict[str, tuple[str, float]] = {}  # Authorization value -> (key id, expiry)
-        self.reads = ReadCache()  # encoded by-id replies (ekodb_read_cache.py)
+        self.reads = ReadCache()  # encoded by-id replies (read_cache.py)
         self.routes: list[tuple[str, tuple[str, ...], Handler, str]] = []
         # Candidates by (method, segment count, second segment); None: a parameter there.
         self._by_shape: dict[tuple[str, int, str | None], list[Route]] = {}
         self._windows: dict[str, tuple[int, int]] = {}
         self._rounds = LoopRounds(db.kv, aio=True)  # durable_operations: a round per pass
-        from tuffdb.server import (  # noqa: PLC0415 - they import App
-            ekodb_admin,
-            ekodb_data,
-            ekodb_search,
-            ekodb_sse,
-            ekodb_ws,
+        from tuffdb.server.ekodb import (  # noqa: PLC0415 - they import App
+            admin,
+            data,
+            search,
+            sse,
+            ws,
         )
 
-        ekodb_data.register(self)
-        ekodb_admin.register(self)
-        ekodb_search.register(self)
-        ekodb_sse.register(self)
-        ekodb_ws.register(self)
+        data.register(self)
+        admin.register(self)
+        search.register(self)
+        sse.register(self)
+        ws.register(self)
         # reads of one record, held only while that record's write waits (_when_seen)
-        self._one_record: tuple[Handler, ...] = (ekodb_data.find_by_id_reply,)
+        self._one_record: tuple[Handler, ...] = (data.find_by_id_reply,)
         db.on_written = self._written
 
     def route(self, method: str, path: str, handler: Handler, access: str) -> None:
@@ -250,7 +250,7 @@ class App:
     def _when_durable(self, reply: Callable[[], Response]) -> Deferred | asyncio.Future[Response]:
         """``reply()`` once every write so far is durable (an error reply if the store
         failed meanwhile: nothing acknowledged that is not on disk). With a log, a
-        Deferred the loop's round completes (ekodb_proto.py); without one, a future of
+        Deferred the loop's round completes (proto.py); without one, a future of
         the background spill."""
 
         def make(error: BaseException | None) -> Response:

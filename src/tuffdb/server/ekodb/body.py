@@ -1,6 +1,6 @@
 """A by-id reply's body after an update, made from the body before it.
 
-An update of a few fields of a cached record (ekodb_read_cache.py) changes a few
+An update of a few fields of a cached record (read_cache.py) changes a few
 ``"name":value`` pairs of the reply the cache holds: each pair is encoded alone (the same
 wire conversion and encoder as the whole body, so the same bytes) and swapped in place,
 which costs a fraction of encoding the record again (YCSB's update: one field of ten, 2.4
@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 from tuffdb.documents.wire import record_to_wire
-from tuffdb.server import ekodb_wire as ew
+from tuffdb.server.ekodb import wire as ew
 
 _JSON = msgspec.json.Encoder().encode
 # a typed JSON string: {"type":"String","value":...}, as record_to_wire makes it

@@ -1,7 +1,7 @@
 """``GET /api/ws``: the ekoDB WebSocket protocol (spec section 10) on the REST face's port.
 
 The upgrade request goes through the REST app (Bearer auth, rate limit) and is answered
-with a :class:`~tuffdb.server.ekodb_sse.Takeover`; frames are parsed and built by the
+with a :class:`~tuffdb.server.ekodb.sse.Takeover`; frames are parsed and built by the
 ``websockets`` sans-I/O :class:`ServerProtocol` (we feed it bytes, it answers pings and
 close frames). Then:
 
@@ -34,16 +34,16 @@ from websockets.http11 import Request as WsRequest
 from websockets.server import ServerProtocol
 
 from tuffdb.errors import Error, NotFoundError, ProtocolError
-from tuffdb.server import ekodb_data as data
-from tuffdb.server import ekodb_sse as sse
-from tuffdb.server import ekodb_wire as ew
-from tuffdb.server.ekodb_proto import Request
-from tuffdb.server.ekodb_search import run_search
+from tuffdb.server.ekodb import data
+from tuffdb.server.ekodb import sse
+from tuffdb.server.ekodb import wire as ew
+from tuffdb.server.ekodb.proto import Request
+from tuffdb.server.ekodb.search import run_search
 
 if TYPE_CHECKING:
     from tuffdb.documents.watch import Subscription
     from tuffdb.security.auth import ApiKey
-    from tuffdb.server.ekodb_app import App, Ctx
+    from tuffdb.server.ekodb.app import App, Ctx
 
 LOG = logging.getLogger("tuffdb.ekodb.ws")
 HEARTBEAT_SECONDS = 15.0
@@ -143,7 +143,7 @@ class WsSession:
             self.flush()
 
     async def handle(self, msg: Any) -> None:
-        from tuffdb.server.ekodb_app import status_of  # noqa: PLC0415 - cycle
+        from tuffdb.server.ekodb.app import status_of  # noqa: PLC0415 - cycle
 
         mid = msg.get("messageId") if isinstance(msg, dict) else None
         try:
@@ -169,7 +169,7 @@ class WsSession:
         self.send({"type": "Success", "messageId": mid, "payload": {"data": result}})
 
     def _ctx(self, body: Any = None) -> Ctx:
-        from tuffdb.server.ekodb_app import Ctx  # noqa: PLC0415 - cycle
+        from tuffdb.server.ekodb.app import Ctx  # noqa: PLC0415 - cycle
 
         raw = b"" if body is None else msgspec.json.encode(body)
         req = Request("POST", b"/api/ws", {"content-type": "application/json"}, raw)

@@ -273,7 +273,7 @@ class HttpProtocol(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return False
         takeover = takeover_of(resp)
-        if takeover is not None:  # WebSocket / SSE (ekodb_ws.py, ekodb_sse.py) own it now
+        if takeover is not None:  # WebSocket / SSE (ws.py, sse.py) own it now
             self.queue.clear()
             self.busy = True
             self.task = asyncio.get_running_loop().create_task(takeover(self))

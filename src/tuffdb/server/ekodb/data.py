@@ -15,12 +15,12 @@ from tuffdb.documents.codec import plain_scalars, unpack_record
 from tuffdb.documents.collection import Collection, Write, check_name
 from tuffdb.documents.wire import from_wire, plain, record_from_wire
 from tuffdb.errors import NotFoundError, ProtocolError
-from tuffdb.server import ekodb_wire as ew
-from tuffdb.server.ekodb_body import splice
-from tuffdb.server.ekodb_proto import Response
+from tuffdb.server.ekodb import wire as ew
+from tuffdb.server.ekodb.body import splice
+from tuffdb.server.ekodb.proto import Response
 
 if TYPE_CHECKING:
-    from tuffdb.server.ekodb_app import App, Ctx
+    from tuffdb.server.ekodb.app import App, Ctx
 
 
 def _coll(app: App, c: str) -> Collection:
@@ -56,7 +56,7 @@ def find_by_id(app: App, ctx: Ctx, c: str, rid: str) -> Any:
 
 def find_by_id_reply(app: App, ctx: Ctx, c: str, rid: str) -> Any:
     """``GET /api/find/{c}/{id}``: find_by_id, with the encoded body reused while the
-    record's stored bytes are unchanged (ekodb_read_cache.py) when nothing else shapes
+    record's stored bytes are unchanged (read_cache.py) when nothing else shapes
     it (no query params, no field restriction on the key)."""
     perm = app.perm(ctx, c, "read")
     if ctx.params or (perm is not None and (perm.select_fields or perm.exclude_fields)):
@@ -80,7 +80,7 @@ def find_by_id_reply(app: App, ctx: Ctx, c: str, rid: str) -> Any:
 
 def _spliceable(record: dict[str, Any]) -> dict[str, Any] | None:
     """``record`` if an update may splice its changes into the record's cached body
-    (ekodb_body.py): flat, plain scalars, no TTL field."""
+    (body.py): flat, plain scalars, no TTL field."""
     if "ttl" in record or not plain_scalars(record.values()):
         return None
     return record
@@ -124,7 +124,7 @@ def update(app: App, ctx: Ctx, c: str, rid: str) -> Any:
 
 def update_reply(app: App, ctx: Ctx, c: str, rid: str) -> Any:
     """``PUT /api/update/{c}/{id}``: update, with the encoded reply kept in the read cache
-    (ekodb_read_cache.py) when nothing else shapes it (no query params, no field
+    (read_cache.py) when nothing else shapes it (no query params, no field
     restriction on the key): it is what ``GET /api/find/{c}/{id}`` sends for the new
     record, and a Zipfian workload reads what it just wrote."""
     perm = app.perm(ctx, c, "write")

@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any
 from tuffdb.documents.values import format_datetime
 from tuffdb.documents.watch import Subscription, watch
 from tuffdb.errors import OperationalError, ProtocolError
-from tuffdb.server.ekodb_proto import Response
+from tuffdb.server.ekodb.proto import Response
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from tuffdb.security.auth import Permission
-    from tuffdb.server.ekodb_app import App, Ctx
+    from tuffdb.server.ekodb.app import App, Ctx
 
 LOG = logging.getLogger("tuffdb.ekodb.sse")
 HEARTBEAT_SECONDS = 15.0

@@ -21,7 +21,7 @@ only.
 
 An update that finds its record's entry current decodes the stored bytes the body was
 made from (msgspec, one pass over ~1 KB), merges the changes into that, and splices the
-changed fields into the cached body instead of encoding it whole (ekodb_body.py). The
+changed fields into the cached body instead of encoding it whole (body.py). The
 entry does not keep the decoded record for it: that was tried, and held eleven more
 objects per YCSB record (ten strings and a dict, about as much memory again as the stored
 bytes and body) scattered over the heap, which each update then walked (copy, encode).

@@ -15,7 +15,7 @@ from tuffdb.errors import ProtocolError
 
 if TYPE_CHECKING:
     from tuffdb.security.auth import Permission
-    from tuffdb.server.ekodb_app import App, Ctx
+    from tuffdb.server.ekodb.app import App, Ctx
 
 
 def _vector(value: Any) -> Any:

@@ -21,11 +21,11 @@ from tuffdb.documents.wire import envelope, from_wire, plain
 from tuffdb.errors import AuthError, NotFoundError, ProtocolError
 
 if TYPE_CHECKING:
-    from tuffdb.server.ekodb_app import App, Ctx
+    from tuffdb.server.ekodb.app import App, Ctx
 
 
 def health(app: App, ctx: Ctx) -> Any:
-    from tuffdb.server.ekodb_app import SERVER_VERSION  # noqa: PLC0415
+    from tuffdb.server.ekodb.app import SERVER_VERSION  # noqa: PLC0415
 
     return {"status": "ok", "integrity_ok": True, "version": SERVER_VERSION, "server": "tuffdb"}
 

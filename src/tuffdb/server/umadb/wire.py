@@ -19,8 +19,8 @@ from tuffdb.errors import (
 )
 from tuffdb.events import codec
 from tuffdb.events.api import Query, QueryItem
-from tuffdb.server.grpc_h2 import StatusCode
-from tuffdb.server.protocol import umadb_v1_pb2 as pb
+from tuffdb.server.umadb.grpc_h2 import StatusCode
+from tuffdb.events import umadb_v1_pb2 as pb
 
 ET = pb.ErrorResponse.ErrorType
 U64_MAX = (1 << 64) - 1

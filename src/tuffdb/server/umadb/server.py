@@ -2,15 +2,15 @@
 
 Serves Read, Subscribe, Append, Head and GetTrackingInfo, the legacy
 ``/umadb.UmaDBService/{Read,Append,Head}`` aliases and ``grpc.health.v1.Health`` on our own
-HTTP/2 server (``server/grpc_h2.py``), on the host's event loop.
+HTTP/2 server (``server/umadb/grpc_h2.py``), on the host's event loop.
 Contract facts: ``shared/spec/umadb-grpc.md``; our deliberate divergences are listed in
 ``docs/design/events.md`` ("Wire divergences").
 
-The handlers are in ``server/umadb_service.py``; this module binds them to a port,
+The handlers are in ``server/umadb/service.py``; this module binds them to a port,
 to ``tuffdb serve`` and to a standalone process.
 
 Run standalone (tests, benchmarks) with
-``python -m tuffdb.server.umadb_grpc --port N --data-dir D``; it prints
+``python -m tuffdb.server.umadb --port N --data-dir D``; it prints
 ``tuffdb umadb.v1.DCB listening on HOST:PORT`` and then ``UmaDB started`` to stderr.
 """
 
@@ -27,11 +27,11 @@ from typing import Any
 
 from tuffdb.events.store import EventStore
 from tuffdb.server.app import loop_factory, tune_gc
-from tuffdb.server.grpc_h2 import GrpcServer, tls_context
-from tuffdb.server.protocol import health_v1_pb2 as hpb
-from tuffdb.server.protocol import umadb_wire as wire
-from tuffdb.server.umadb_grpc_tuning import batch_thread
-from tuffdb.server.umadb_service import (
+from tuffdb.server.umadb.grpc_h2 import GrpcServer, tls_context
+from tuffdb.server.umadb import health_v1_pb2 as hpb
+from tuffdb.server.umadb import wire
+from tuffdb.server.umadb.tuning import batch_thread
+from tuffdb.server.umadb.service import (
     GRACE_SECONDS,
     DCBService,
     HealthService,
@@ -73,7 +73,7 @@ class UmaDBFace:
         self._svc = DCBService(self.store, loop, self.api_key)
         self._health = HealthService(loop)
         # The writer thread runs under SCHED_BATCH: woken by a queued append, it does not
-        # preempt the loop thread while that still holds the GIL (umadb_grpc_tuning.py).
+        # preempt the loop thread while that still holds the GIL (tuning.py).
         writer = self.store._writer  # noqa: SLF001
         if writer.native_id is not None:
             batch_thread(writer.native_id)
@@ -155,7 +155,7 @@ def _store_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m tuffdb.server.umadb_grpc")
+    p = argparse.ArgumentParser(prog="python -m tuffdb.server.umadb")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=50051)
     p.add_argument("--data-dir", required=True)
@@ -170,9 +170,6 @@ def main(argv: list[str] | None = None) -> None:
     with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=factory) as r:
         r.run(_serve(args))
 
-
-if __name__ == "__main__":
-    main()
 
 
 __all__ = ["DCBService", "UmaDBFace", "create", "main"]

@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, cast
 
-from tuffdb.server import hpack_codec
+from tuffdb.server.umadb import hpack_codec
 
 if TYPE_CHECKING:
     import os
