@@ -1,6 +1,6 @@
 """A bare KV ingest loop to run under a profiler (not a benchmark: see bench/kv.py).
 
-    py-spy record --gil -r 400 -f raw -o ingest.raw -- python bench/profile_kv_ingest.py interval 8
+    py-spy record --gil -r 400 -f raw -o ingest.raw -- python bench/kv.py profile-ingest interval 8
 
 300,000 fresh random 16-byte keys x 1 KiB kvbench-style values, split over N threads.
 """

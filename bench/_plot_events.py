@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Plot and tabulate bench/events.py raw results (docs/benchmarks/events-raw/*.json).
+"""Plot and tabulate bench/events.py raw results (docs/benchmarks/events/*.json).
 
-    python bench/plot_events.py docs/benchmarks/events-raw/<run>.json
+    python bench/events.py plot docs/benchmarks/events/<run>.json
 
 Writes ``<run>.png`` (events/s per workload, tuffdb beside UmaDB) and prints a markdown table
 with events/s, p50/p99 latency (suppressed when N < 1000), errors, the store's CPU, the

@@ -1,8 +1,8 @@
 """A few YCSB cells against one fresh tuffdb HTTP server, for A/B runs between builds (not
 the benchmark: bench/ycsb.py runs every store, tier and cell and writes the report).
 
-    python bench/ycsb_cells.py durable A/8,F/8 --reps 1 [--stat]
-    TUFFDB_NATIVE_BUILD=.venv/tuffdb-native/<key> python bench/ycsb_cells.py cache A/8
+    python bench/ycsb.py cells durable A/8,F/8 --reps 1 [--stat]
+    TUFFDB_NATIVE_BUILD=.venv/tuffdb-native/<key> python bench/ycsb.py cells cache A/8
 
 Starts the server the way bench/ycsb.py does (pinned to --server-cpu, 100,000 records),
 then runs each cell with bench/ycsb_gen/ycsb_driver.c, the benchmark's generator (or, with

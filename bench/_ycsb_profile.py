@@ -1,9 +1,9 @@
 """The ekoDB HTTP face's request path without sockets, to run under a profiler (not a
 benchmark: see bench/ycsb.py).
 
-    python bench/profile_ycsb_http.py durable A --requests 200000 --conns 8
-    python bench/profile_ycsb_http.py durable A --perf dur.data      # perf record -g, measured part
-    python bench/profile_ycsb_http.py cache A --pyspy a.raw          # py-spy raw, measured part
+    python bench/ycsb.py profile durable A --requests 200000 --conns 8
+    python bench/ycsb.py profile durable A --perf dur.data      # perf record -g, measured part
+    python bench/ycsb.py profile cache A --pyspy a.raw          # py-spy raw, measured part
 
 Opens the real face (``ekodb_http.create``: encrypted store, durable_operations as the
 tier says) in a fresh directory, loads 100,000 YCSB records, then feeds the byte-exact
@@ -43,10 +43,10 @@ from _common import thread_ticks  # noqa: E402
 from _ycsb_work import FIELDS, key, op_stream, record  # noqa: E402
 
 from tuffdb import metrics  # noqa: E402
-from tuffdb.server import ekodb_http  # noqa: E402
+from tuffdb.server.ekodb import server as ekodb_http  # noqa: E402
 from tuffdb.server.app import tune_gc  # noqa: E402
 from tuffdb.server.config import ServeConfig  # noqa: E402
-from tuffdb.server.ekodb_proto import HttpProtocol  # noqa: E402
+from tuffdb.server.ekodb.proto import HttpProtocol  # noqa: E402
 
 RECORDS = 100_000
 

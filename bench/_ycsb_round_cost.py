@@ -1,8 +1,8 @@
 """What one durable round costs the thread that runs it, by how the round waits (a probe
 for docs/benchmarks/ycsb.md, not a benchmark).
 
-    python bench/probe_round_cost.py                # every mode, 4,000 rounds each
-    taskset -c 0 python bench/probe_round_cost.py aio sleep --rounds 8000
+    python bench/ycsb.py round-cost                # every mode, 4,000 rounds each
+    taskset -c 0 python bench/ycsb.py round-cost aio sleep --rounds 8000
 
 Each round is what the ekoDB face's loop does for one durable update: a ``KVStore.put``
 (1.1 KB, encrypted store, ``durability="always"``), ``begin_round`` (the WAL frame

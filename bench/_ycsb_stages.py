@@ -1,8 +1,8 @@
 """Per-call cost of each stage of the ekoDB face's by-id read and update, in process (not a
 benchmark: see bench/ycsb.py; this shows where a request's time goes).
 
-    python bench/profile_ycsb_stages.py              # keys uniform over 1,000 records
-    python bench/profile_ycsb_stages.py --keys 100000
+    python bench/ycsb.py stages              # keys uniform over 1,000 records
+    python bench/ycsb.py stages --keys 100000
 
 Opens the real face (``ekodb_http.create``, cache tier: ``durable_operations`` off) in a
 fresh directory, loads 100,000 YCSB records, then times, per call, each layer a YCSB
@@ -28,13 +28,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _ycsb_work import key  # noqa: E402
-from profile_ycsb_http import Transport, open_face, request_bytes  # noqa: E402
+from _ycsb_profile import Transport, open_face, request_bytes  # noqa: E402
 
 from tuffdb.documents import codec  # noqa: E402
 from tuffdb.documents.wire import record_to_wire  # noqa: E402
-from tuffdb.server import ekodb_http  # noqa: E402
-from tuffdb.server import ekodb_wire as ew  # noqa: E402
-from tuffdb.server.ekodb_proto import HttpProtocol, Request  # noqa: E402
+from tuffdb.server.ekodb import server as ekodb_http  # noqa: E402
+from tuffdb.server.ekodb import wire as ew  # noqa: E402
+from tuffdb.server.ekodb.proto import HttpProtocol, Request  # noqa: E402
 
 CALLS = 50_000
 
