@@ -16,7 +16,7 @@ import pytest
 from tuffdb import Event, EventStore, KVStore, Query, QueryItem
 from tuffdb._format.record import COMMIT, scan_frames
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE
-from tuffdb.errors import CorruptionError
+from tuffdb.errors import CorruptionError, NotFoundError
 from tuffdb.events import sealed_index
 
 KEY = os.urandom(32)
@@ -141,6 +141,50 @@ def test_event_replica_apply_refuses_bytes_that_do_not_continue_the_log(tmp_path
         with pytest.raises(CorruptionError):  # the first again: its positions are taken
             follower.replica_apply(0, o1 - SEGMENT_HEADER_SIZE, r1)
         assert follower.head() == 1
+    finally:
+        leader.close()
+        follower.close()
+
+
+def test_documents_follower_keeps_indexes_and_search_current(tmp_path: Path) -> None:
+    from tuffdb import Database
+
+    leader = Database.open(tmp_path / "leader", durability="always", hot_bytes=64 << 20,
+                           background_compaction=False)
+    follower = Database.open(tmp_path / "follower", durability="always",
+                             background_compaction=False)
+    try:
+        users = leader.collection("users")
+        users.create_index("age", "ordered")
+        ids = [users.insert({"name": f"u{i}", "age": 20 + i % 5}) for i in range(20)]
+        users.update(ids[0], {"age": 99})
+        users.delete(ids[1])
+        assert follower.collection("users").find({}) == [], "the follower starts empty"
+        shipped = 0
+        for log in sorted((tmp_path / "leader").glob("*.log")):
+            for _, run in committed_runs(log):
+                follower.replica_apply(run)
+                shipped += 1
+        assert shipped
+        adults = {"type": "Condition", "content": {"field": "age", "operator": "Gte", "value": 24}}
+        def view(db: Database) -> list[tuple[str, int]]:
+            return sorted((r["id"], r["age"]) for r in db.collection("users").find(adults))
+        assert view(follower) == view(leader)
+        assert (ids[0], 99) in view(follower)
+        with pytest.raises(NotFoundError):
+            follower.collection("users").get(ids[1])
+        assert len(follower.collection("users").find({})) == 19
+        # The follower's index is built now; later rounds must update it in place.
+        done = {log: len(committed_runs(log)) for log in (tmp_path / "leader").glob("*.log")}
+        users.update(ids[2], {"age": 50})
+        users.update(ids[3], {"age": 1})
+        users.delete(ids[4])
+        for log in sorted((tmp_path / "leader").glob("*.log")):
+            for _, run in committed_runs(log)[done.get(log, 0):]:
+                follower.replica_apply(run)
+        assert view(follower) == view(leader)
+        assert (ids[2], 50) in view(follower)
+        assert all(rid != ids[3] and rid != ids[4] for rid, _ in view(follower))
     finally:
         leader.close()
         follower.close()

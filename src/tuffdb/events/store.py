@@ -101,6 +101,12 @@ class EventStore:
         self._seg_tags: set[str] = set()  # tags written in the active segment
         self._seg_tracking: dict[str, int] = {}  # and its tracking updates
         self.indexes_rebuilt = 0
+        # A cluster leader's hooks (cluster/): every durable drain's frames go to
+        # ``round_tap`` as ``[(log name, file offset, bytes)]``, then ``confirm()`` waits
+        # for followers; when it raises, the drain's appends get that error (durable
+        # here, published, but not acknowledged).
+        self.round_tap: Callable[[list[tuple[str, int, bytes]]], None] | None = None
+        self.confirm: Callable[[], None] | None = None
         self.sealed_from_memory = 0
         try:
             self._log = SegmentedLog(

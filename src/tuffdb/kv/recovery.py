@@ -195,11 +195,13 @@ def write_wal_batches(
 
 class StagedWal:
     """A round's frames appended to its logs but not yet fsynced (:func:`stage_wal_batches`):
-    fsync :meth:`sync_requests` by any means, then call :meth:`finish`."""
+    fsync :meth:`sync_requests` by any means, then call :meth:`finish`. ``parts`` are the
+    round's frames as ``(log name, file offset, bytes)``, for ``KVStore.round_tap``."""
 
     def __init__(self, store: KVStore, touched: list[LogFile], finished: list[HotSegment],
-                 records: int) -> None:
+                 records: int, parts: list[tuple[str, int, bytes]]) -> None:
         self.store, self.touched, self.finished, self.records = store, touched, finished, records
+        self.parts = parts
 
     def sync_requests(self) -> list[tuple[int, bool]]:
         """The ``(fd, data_only)`` pairs to fsync (failpoints as ``fsync_fd`` has them)."""
@@ -217,6 +219,9 @@ class StagedWal:
         if self.records:
             metrics.KV_PUTS.inc(self.records)
         store = self.store
+        tap = store.round_tap
+        if tap is not None and self.parts:
+            tap(self.parts)  # durable here; a cluster leader ships it (cluster/)
         for seg in self.finished:
             if seg.wal is not None:
                 seg.wal.close()
@@ -236,6 +241,8 @@ def stage_wal_batches(
     touched: list[LogFile] = []
     finished: list[HotSegment] = []
     records = 0
+    parts: list[tuple[str, int, bytes]] = []
+    keep_parts = store.round_tap is not None
     for seg, chunks, final in work:
         if chunks:
             if seg.wal is None:
@@ -252,10 +259,14 @@ def stage_wal_batches(
             # Small groups (durable writes) skip compression: latency over bytes.
             flags, data = codec.encode(payload, compress=len(payload) >= LOG_COMPRESS_MIN_BYTES
                                        and codec.compress, level=LOG_ZSTD_LEVEL)
-            seg.wal.append([frame_header(Kind.KV_BATCH, data, flags | COMMIT), data])
+            header = frame_header(Kind.KV_BATCH, data, flags | COMMIT)
+            if keep_parts:
+                parts.append((seg.wal_path.name, SEGMENT_HEADER_SIZE + seg.wal.size,  # type: ignore[union-attr]
+                              header + data))
+            seg.wal.append([header, data])
             if seg.wal not in touched:
                 touched.append(seg.wal)
             records += len(chunks) // 2
         if final:
             finished.append(seg)
-    return StagedWal(store, touched, finished, records)
+    return StagedWal(store, touched, finished, records, parts)

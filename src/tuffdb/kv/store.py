@@ -167,6 +167,9 @@ class KVStore(MutableMapping[bytes, bytes]):
         self._spares: Spares | None = None
         self._use_spares(durability)
         self.recovery = recovery.RecoveryStats()
+        # Called with every durable round's frames, ``[(log name, file offset, bytes)]``,
+        # before its waiters are released: how a cluster leader ships its log (cluster/).
+        self.round_tap: Callable[[list[tuple[str, int, bytes]]], None] | None = None
         try:
             next_id = recovery.recover(self)
         except BaseException:
@@ -357,6 +360,13 @@ class KVStore(MutableMapping[bytes, bytes]):
 
         :raises CorruptionError: ``frames`` are not whole, valid, committed KV frames.
         """
+        return self.replica_apply_records(self.replica_records(frames, where))
+
+    def replica_records(self, frames: bytes, where: str = "replicated log bytes") -> list[Record]:
+        """The records of a leader's committed log frames (see :meth:`replica_apply`).
+
+        :raises CorruptionError: ``frames`` are not whole, valid, committed KV frames.
+        """
         res = scan_frames(frames)
         if res.error is not None or res.committed_end != len(frames):
             raise CorruptionError(f"replicated KV frames: {res.error or 'no COMMIT at the end'}",
@@ -367,6 +377,10 @@ class KVStore(MutableMapping[bytes, bytes]):
                 raise CorruptionError(f"replicated frame of kind {f.kind}, not KV_BATCH",
                                       path=where, offset=f.offset)
             records.extend(iter_records(self._codec.decode(f.flags, f.payload, where), where))
+        return records
+
+    def replica_apply_records(self, records: list[Record]) -> int:
+        """Apply :meth:`replica_records`' result; returns a ticket (see :meth:`replica_apply`)."""
         with self._lock:
             self._check_writable()
             seg = self._active
