@@ -36,6 +36,7 @@ Part = tuple[str, int, bytes]  # (log file name in the store directory, file off
 @dataclass(slots=True)
 class Round:
     lsn: int
+    epoch: int  # the epoch of the leader that wrote it
     store: str
     time_ns: int
     parts: list[Part]
@@ -100,15 +101,26 @@ class Sequencer:
                 while self.paused:
                     self._cv.wait()
                 self.last_lsn += 1
-                rnd = Round(self.last_lsn, store, now, parts, size)
-                self._ring.append(rnd)
-                self._ring_size += size
-                while self._ring_size > self.ring_bytes and len(self._ring) > 1:
-                    self._ring_size -= self._ring.popleft().size
+                rnd = Round(self.last_lsn, self.epoch, store, now, parts, size)
+                self._keep(rnd)
                 self._store_lsn[store] = rnd.lsn
                 self._cv.notify_all()
 
         return tap
+
+    def _keep(self, rnd: Round) -> None:
+        self._ring.append(rnd)
+        self._ring_size += rnd.size
+        while self._ring_size > self.ring_bytes and len(self._ring) > 1:
+            self._ring_size -= self._ring.popleft().size
+
+    def adopt(self, rounds: list[Round]) -> None:
+        """Start the ring with rounds this node applied as a follower (a new leader serves
+        them to followers that are a little behind it, instead of a snapshot)."""
+        with self._cv:
+            for rnd in rounds:
+                if rnd.lsn <= self.last_lsn and (not self._ring or rnd.lsn > self._ring[-1].lsn):
+                    self._keep(rnd)
 
     def confirm(self, store: str) -> Callable[[], None]:
         """The ``confirm`` step to install on store ``store``."""
