@@ -74,18 +74,19 @@ def connect(address: str) -> socket.socket:
 
 
 def fetch_snapshot(address: str, *, cluster: str, node: str, state: NodeState,
-                   data_dir: Path, stores: dict[str, Path]) -> bool:
+                   data_dir: Path, stores: dict[str, Path]) -> int | None:
     """Ask the leader at ``address`` whether this node can tail from where it is; if it
     needs a snapshot, receive it and put it in place of ``stores`` (name -> directory,
-    none of them open). Returns True when a snapshot was installed (``state`` updated
-    and saved). Raises ConnectionError/ProtocolError when the leader cannot be reached
-    or the stream is malformed (nothing is changed then)."""
+    none of them open). Returns None when no snapshot was needed, else how many rounds
+    this node gave up (held only by a deposed leader's history; ``state`` is updated and
+    saved). Raises ConnectionError/ProtocolError when the leader cannot be reached or
+    the stream is malformed (nothing is changed then)."""
     sock = connect(address)
     try:
         _hello(sock, cluster, node, state)
         welcome = _welcome(sock, state.epoch)
         if welcome.get("mode") != "snapshot":
-            return False
+            return None
         staging = data_dir / "cluster" / "incoming"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
@@ -145,7 +146,7 @@ def fetch_snapshot(address: str, *, cluster: str, node: str, state: NodeState,
     state.history = [h for h in history if h[1] <= lsn] or state.history
     node_state.save(data_dir / "cluster", state)
     log.info("snapshot installed", lsn=lsn, files=len(files), leader=welcome.get("leader"))
-    return True
+    return truncated
 
 
 class ReplicationClient:

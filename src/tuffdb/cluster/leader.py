@@ -51,6 +51,8 @@ class SnapshotFile:
 
 # () -> (lsn, files, release): a consistent snapshot of every store at LSN ``lsn``.
 SnapshotSource = Callable[[], tuple[int, list[SnapshotFile], Callable[[], None]]]
+# A face's handler of a forwarded request: (fields, request bytes) -> (fields, reply bytes).
+ForwardHandler = Callable[[dict[str, Any], bytes], tuple[dict[str, Any], bytes]]
 
 
 class ReplicationServer:
@@ -58,7 +60,9 @@ class ReplicationServer:
 
     def __init__(self, *, host: str, port: int, cluster: str, node: str,
                  sequencer: Sequencer, history: Callable[[], list[list[int]]],
-                 snapshot: SnapshotSource | None) -> None:
+                 snapshot: SnapshotSource | None,
+                 forward: dict[str, ForwardHandler] | None = None) -> None:
+        self.forward = forward if forward is not None else {}
         self.cluster = cluster
         self.node = node
         self.seq = sequencer
@@ -117,8 +121,27 @@ class ReplicationServer:
             with contextlib.suppress(OSError):
                 conn.close()
 
+    def _serve_forwards(self, conn: socket.socket, header: dict[str, Any], blob: bytes) -> None:
+        """A follower's forwarded requests, one after another, until it hangs up."""
+        while True:
+            kind = wire.field(header, "kind", str)
+            handler = self.forward.get(kind)
+            if handler is None:
+                reply, out = {"code": 12, "message": f"no handler for {kind!r}"}, b""
+            elif self.seq.closed or not self.seq.lease.valid():
+                reply, out = {"code": 14, "message": "not the leader any more"}, b""
+            else:
+                reply, out = handler(header, blob)
+            wire.send(conn, Msg.FORWARD_REPLY, reply, out)
+            msg, header, blob = wire.recv(conn)
+            if msg != Msg.FORWARD:
+                raise ProtocolError(f"expected FORWARD, got {msg.name}")
+
     def _handshake(self, conn: socket.socket, peer: str) -> tuple[FollowerState, int] | None:
-        kind, hello, _ = wire.recv(conn)
+        kind, hello, blob = wire.recv(conn)
+        if kind == Msg.FORWARD:
+            self._serve_forwards(conn, hello, blob)
+            return None
         if kind != Msg.HELLO:
             raise ProtocolError(f"expected HELLO, got {kind.name}")
         if wire.field(hello, "cluster", str) != self.cluster:

@@ -15,6 +15,11 @@ bytes (log frames, file contents). One decoder for both ends; every malformed in
 | 6 | ACK | follower | lsn | |
 | 7 | PING | leader | epoch, lsn, time_ns | |
 | 8 | REFUSE | either | reason | |
+| 9 | FORWARD | follower | kind (e.g. ``events.append``), request fields | the request |
+| 10 | FORWARD_REPLY | leader | the handler's reply fields (``code``/``message`` on failure) | the reply |
+
+A connection that opens with ``FORWARD`` carries forwarded requests (a follower's face
+passing a write on to the leader), one at a time, instead of the log.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ class Msg(IntEnum):
     ACK = 6
     PING = 7
     REFUSE = 8
+    FORWARD = 9
+    FORWARD_REPLY = 10
 
 
 _encode = msgspec.msgpack.Encoder().encode

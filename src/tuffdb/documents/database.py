@@ -78,6 +78,8 @@ class Database:
         self.active_transactions: dict[str, Transaction] = {}
         self.trash_ttl: float | None = TRASH_TTL_SECONDS  # None: deletes are final
         self.listeners: list[Any] = [SearchHook(self)]  # commit listeners: documents/listeners.py
+        # A cluster follower's: called with every key a leader's round wrote (replica_apply).
+        self.replica_listeners: list[Callable[[list[bytes]], None]] = []
         # Told (collection, id) of every record written, (collection, None) for a dropped
         # collection, once the write is in the store (a server holds readers of a written
         # record until the write is durable: server/loop_rounds.py).
@@ -314,6 +316,10 @@ class Database:
                     self.collection_versions[name] = self.seq
                 if self.on_written is not None:
                     self.on_written([(name, None) for name in changed])
+        if self.replica_listeners:
+            keys = [r.key for r in records]
+            for listener in self.replica_listeners:
+                listener(keys)
         return int(ticket)
 
     def replay_intents(self) -> int:

@@ -327,6 +327,12 @@ class EventStore:
             return req.future
         return self._writer.submit(req)
 
+    def set_replication_hooks(self, tap: Callable[[list[tuple[str, int, bytes]]], None] | None,
+                              confirm: Callable[[], None] | None) -> None:
+        """Install (or with None, remove) a cluster leader's hooks (see ``round_tap``)."""
+        self.round_tap = tap
+        self.confirm = confirm
+
     def replica_apply(self, base: int, address: int, frames: bytes) -> int:
         """Apply a leader's committed frames (a cluster follower; ``cluster/``).
 

@@ -348,6 +348,14 @@ class KVStore(MutableMapping[bytes, bytes]):
         if sync or (sync is None and self._durability == "always"):
             self._wait(ticket)
 
+    def set_replication_hooks(self, tap: Callable[[list[tuple[str, int, bytes]]], None] | None,
+                              confirm: Callable[[], None] | None) -> None:
+        """Install (or with None, remove) a cluster leader's hooks: ``tap`` gets every
+        durable round's frames, ``confirm`` blocks until followers confirmed them before
+        the round's writers are answered (``GroupCommitter.confirm``)."""
+        self.round_tap = tap
+        self._committer.confirm = confirm
+
     def replica_apply(self, frames: bytes, where: str = "replicated log bytes") -> int:
         """Apply a leader's committed log frames (a cluster follower; ``cluster/``).
 
