@@ -309,7 +309,8 @@ class Writer(threading.Thread):
                 if addrs:
                     st._addr.extend(np.concatenate(addrs) if len(addrs) > 1 else addrs[0])
                     st._len.extend(np.concatenate(lens) if len(lens) > 1 else lens[0])
-                log.append(b"".join(frames))
+                data = b"".join(frames)
+                log.append(data)
                 log.sync()
             except BaseException as exc:  # noqa: BLE001
                 st._rollback(durable_head)
@@ -319,6 +320,8 @@ class Writer(threading.Thread):
                     else:
                         req.future.set_exception(res)
                 return
+            if st.shipper.feeds:
+                st.shipper.round([log.shipped(data)])
             if log.segments[-1].base_address != st._segment_bases[-1]:
                 st._on_roll(durable_head + 1)
             # What the active segment's index will need at seal (built from memory then).

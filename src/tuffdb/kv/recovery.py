@@ -39,6 +39,7 @@ from tuffdb.kv.records import encode_pending, iter_records
 from tuffdb.storage.codec import LOG_ZSTD_LEVEL
 from tuffdb.storage.files import list_ids, remove_durably, remove_quietly, segment_name
 from tuffdb.storage.log_file import LogFile
+from tuffdb.storage.shipping import Part
 
 if TYPE_CHECKING:
     from tuffdb.kv.store import KVStore
@@ -198,8 +199,9 @@ class StagedWal:
     fsync :meth:`sync_requests` by any means, then call :meth:`finish`."""
 
     def __init__(self, store: KVStore, touched: list[LogFile], finished: list[HotSegment],
-                 records: int) -> None:
+                 records: int, parts: list[Part] | None = None) -> None:
         self.store, self.touched, self.finished, self.records = store, touched, finished, records
+        self.parts = parts  # what the round wrote, for the shipping seam (None: nobody listens)
 
     def sync_requests(self) -> list[tuple[int, bool]]:
         """The ``(fd, data_only)`` pairs to fsync (failpoints as ``fsync_fd`` has them)."""
@@ -209,14 +211,17 @@ class StagedWal:
         return reqs
 
     def finish(self, *, synced: bool = False) -> None:
-        """After the fsyncs (``synced``: done outside LogFile.sync, e.g. by AIO): count
-        the records, close the logs of sealed segments, drop logs already spilled."""
+        """After the fsyncs (``synced``: done outside LogFile.sync, e.g. by AIO): report the
+        round to the shipping seam, count the records, close the logs of sealed segments,
+        drop logs already spilled."""
         if synced:
             for wal in self.touched:
                 wal.mark_synced()
+        store = self.store
+        if self.parts:
+            store.shipper.round(self.parts)
         if self.records:
             metrics.KV_PUTS.inc(self.records)
-        store = self.store
         for seg in self.finished:
             if seg.wal is not None:
                 seg.wal.close()
@@ -226,6 +231,7 @@ class StagedWal:
                 doomed = seg.spilled and seg.wal_path is not None
             if doomed:
                 remove_quietly([seg.wal_path])  # type: ignore[list-item]
+                store.shipper.removed(seg.wal_path.name)  # type: ignore[union-attr]
 
 
 def stage_wal_batches(
@@ -236,6 +242,7 @@ def stage_wal_batches(
     touched: list[LogFile] = []
     finished: list[HotSegment] = []
     records = 0
+    parts: list[Part] | None = [] if store.shipper.feeds else None
     for seg, chunks, final in work:
         if chunks:
             if seg.wal is None:
@@ -252,10 +259,13 @@ def stage_wal_batches(
             # Small groups (durable writes) skip compression: latency over bytes.
             flags, data = codec.encode(payload, compress=len(payload) >= LOG_COMPRESS_MIN_BYTES
                                        and codec.compress, level=LOG_ZSTD_LEVEL)
-            seg.wal.append([frame_header(Kind.KV_BATCH, data, flags | COMMIT), data])
+            framed = [frame_header(Kind.KV_BATCH, data, flags | COMMIT), data]
+            at = seg.wal.append(framed)
+            if parts is not None:
+                parts.append(seg.wal.shipped(at, framed))
             if seg.wal not in touched:
                 touched.append(seg.wal)
             records += len(chunks) // 2
         if final:
             finished.append(seg)
-    return StagedWal(store, touched, finished, records)
+    return StagedWal(store, touched, finished, records, parts)
