@@ -40,6 +40,7 @@ from tuffdb.events.api import (
 from tuffdb.events.columns import Column
 from tuffdb.events.format import LOG_FILE_KIND, LOG_SUFFIX
 from tuffdb.events.planner import Items, Planner, normalise
+from tuffdb.events.shipping_source import INDEX_DIR, LOG_DIR, EventsSource
 from tuffdb.events.subscription import Subscription
 from tuffdb.events.tag_index import TagIndex
 from tuffdb.events.type_column import TypeColumn
@@ -49,6 +50,7 @@ from tuffdb.storage.lock import DirLock
 from tuffdb.storage.poison import Poison
 from tuffdb.storage.preallocate import DEFAULT_AHEAD
 from tuffdb.storage.segmented_log import SegmentedLog
+from tuffdb.storage.shipping import Shipper
 
 DEFAULT_SEGMENT_BYTES = 256 << 20
 READ_CHUNK = 1024
@@ -108,12 +110,16 @@ class EventStore:
         self.round_tap: Callable[[list[tuple[str, int, bytes]]], None] | None = None
         self.confirm: Callable[[], None] | None = None
         self.sealed_from_memory = 0
+        # The log-shipping seam (backup, archiving, replication): reported to after each
+        # durable change; a drain's bytes are handed over only while a feed listens.
+        self.shipper = Shipper(self.path, EventsSource(self))
         try:
             self._log = SegmentedLog(
                 self.path / "log", file_kind=LOG_FILE_KIND, suffix=LOG_SUFFIX,
                 segment_bytes=segment_bytes, poison=self._poison,
                 preallocate=preallocate_bytes,  # commits are fdatasyncs over zeros
                 key_id=self._codec.key_id if self._codec else 0,
+                shipper=self.shipper, ship_prefix=f"{LOG_DIR}/",
             )
             self._segment_bases = [s.base_address for s in self._log.segments]
             self._segment_paths = [s.path for s in self._log.segments]
@@ -216,6 +222,8 @@ class EventStore:
             sealed_index.write(self._index_dir, ix, seg.base_address, self._codec)
         except Exception:  # noqa: BLE001 (derived data: rebuilt on the next open)
             return
+        self.shipper.added(
+            f"{INDEX_DIR}/{sealed_index.index_path(self._index_dir, seg.base_address).name}")
 
     def _index_from_memory(
         self, seg_no: int, tags: set[str], tracking: dict[str, int]

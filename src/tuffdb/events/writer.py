@@ -321,6 +321,8 @@ class Writer(threading.Thread):
                     else:
                         req.future.set_exception(res)
                 return
+            if st.shipper.feeds:
+                st.shipper.round([log.shipped(blob)])
             unconfirmed: BaseException | None = None
             if st.round_tap is not None:  # a cluster leader: ship, then wait for followers
                 seg = log.segments[-1]  # the drain never spans segments

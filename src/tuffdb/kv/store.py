@@ -49,10 +49,12 @@ from tuffdb.kv.check import check_store, store_stats
 from tuffdb.kv.cold import ColdSegment
 from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES, TOMBSTONE, HotSegment
 from tuffdb.kv.records import Record, iter_records
+from tuffdb.kv.shipping_source import KVSource
 from tuffdb.storage.codec import Codec
 from tuffdb.storage.group_commit import GroupCommitter
 from tuffdb.storage.lock import DirLock
 from tuffdb.storage.poison import Poison
+from tuffdb.storage.shipping import Shipper
 from tuffdb.storage.spare import Spares
 
 DURABILITY_MODES = ("always", "interval", "none")
@@ -166,6 +168,9 @@ class KVStore(MutableMapping[bytes, bytes]):
         # spares so each commit is an fdatasync over existing blocks (storage/spare.py).
         self._spares: Spares | None = None
         self._use_spares(durability)
+        # The log-shipping seam (backup, archiving, replication): reported to after each
+        # durable change; round data is built only while a feed listens.
+        self.shipper = Shipper(directory, KVSource(self))
         self.recovery = recovery.RecoveryStats()
         # Called with every durable round's frames, ``[(log name, file offset, bytes)]``,
         # before its waiters are released: how a cluster leader ships its log (cluster/).

@@ -25,9 +25,10 @@ next round may be confirmed again. While ``confirm`` is set no round is split
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -175,6 +176,27 @@ class GroupCommitter:
                 self._work.notify()
         if failed:
             self._fail_remaining()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Run one round (every write so far becomes durable), then hold off the next one
+        until the block ends: the logs stand at a round boundary inside it (the shipping
+        seam's pause, storage/shipping.py). Waiters and the committer thread wait meanwhile.
+        """
+        with self._cv:
+            while self._leading:
+                self._cv.wait()
+            self._leading = True
+        try:
+            self._round()
+            yield
+        finally:
+            with self._cv:
+                self._leading = False
+                self._cv.notify_all()
+                if self._futures:
+                    self._urgent = True
+                    self._work.notify()
 
     def future(self, ticket: int) -> Future[None]:
         fut: Future[None] = Future()
