@@ -88,7 +88,6 @@ class Sequencer:
     counted: frozenset[str] = frozenset()  # the published sync set: whose acks count
     confirmed: int = 0  # highest LSN acknowledged to writers
     closed: bool = False
-    paused: int = 0
 
     # -- the commit path -------------------------------------------------------------------
     def tap(self, store: str) -> Callable[[list[Part]], None]:
@@ -98,8 +97,6 @@ class Sequencer:
             now = time.time_ns()
             size = sum(len(p[2]) for p in parts)
             with self._cv:
-                while self.paused:
-                    self._cv.wait()
                 self.last_lsn += 1
                 rnd = Round(self.last_lsn, self.epoch, store, now, parts, size)
                 self._keep(rnd)
@@ -178,16 +175,6 @@ class Sequencer:
                 return None
             start = lsn + 1 - ring[0].lsn
             return [ring[i] for i in range(start, len(ring))]
-
-    def pause(self) -> None:
-        """Hold every store's next round at its tap (a consistent snapshot is taken)."""
-        with self._cv:
-            self.paused += 1
-
-    def resume(self) -> None:
-        with self._cv:
-            self.paused -= 1
-            self._cv.notify_all()
 
     def set_counted(self, nodes: frozenset[str]) -> None:
         with self._cv:

@@ -76,6 +76,7 @@ class ServeConfig:
     sync_replicas: int | None = None
     lease_ttl: int = 3
     confirm_timeout_ms: int = 2000
+    replication_buffer_mb: int = 256
     extra: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
 
 
@@ -149,6 +150,8 @@ _OPTIONS: dict[str, tuple[Callable[[str], Any], str]] = {
     "lease_ttl": (_positive, "seconds the leader's etcd lease lasts without renewal"),
     "confirm_timeout_ms": (_positive, "how long a durable write waits for its followers "
                                       "before it fails (NOREPLICAS)"),
+    "replication_buffer_mb": (_positive, "recent rounds the leader keeps for followers that "
+                                         "fall behind; one further behind takes a snapshot"),
 }
 _SECRETS = frozenset({"requirepass", "api_key"})
 _DEFAULTS = ServeConfig()
