@@ -56,6 +56,21 @@ class ConflictError(OperationalError):
     """A transaction lost a commit-time conflict; retry it."""
 
 
+class NotEnoughReplicasError(OperationalError):
+    """A durable write was fsynced here but not confirmed by the required number of
+    followers in time, so it is not acknowledged: it may or may not survive a failover.
+    Retry once followers are back in sync (``tuffdb cluster status``)."""
+
+
+class NotLeaderError(ReadOnlyError):
+    """This cluster node is not the leader (a follower, or a leader whose lease lapsed);
+    ``.leader`` names the current leader's address when one is known."""
+
+    def __init__(self, message: str, leader: str | None = None) -> None:
+        super().__init__(message)
+        self.leader = leader
+
+
 class CoordinationError(OperationalError):
     """The coordination store (etcd) refused a request; ``code`` is its gRPC status code.
 

@@ -1,5 +1,9 @@
-"""Replication and coordination (issue 29): a tuffdb cluster coordinated through etcd.
+"""Replication and automatic failover through etcd (design: docs/design/replication.md).
 
-* :mod:`tuffdb.cluster.etcd` -- ``EtcdClient``, a thin synchronous client of etcd 3.4's
-  JSON gRPC gateway (KV, transactions, leases, watches) with endpoint failover.
+``etcd`` (``EtcdClient``: a thin client of etcd 3.4's JSON gateway with endpoint
+failover), ``state`` (a node's LSN, epoch and epoch history on disk), ``wire`` (the
+replication stream's messages), ``sequencer`` (the leader's order over every store's
+rounds and the wait for followers), ``appliers`` (how a follower applies a round to each
+store), ``leader`` / ``follower`` (the two ends of the stream), ``node`` (roles, election,
+membership: what the server host and the faces talk to).
 """
