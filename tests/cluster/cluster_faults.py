@@ -39,32 +39,15 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tuffdb.testing.processes import Process
 
 T = TypeVar("T")
 WAIT_S = 60.0  # a bound for a loaded 2-core machine; a passing run never waits this long
 CHUNK = 65536
-
-
-def wait_until(predicate: Callable[[], T], *, timeout: float = WAIT_S, interval: float = 0.02,
-               what: str = "condition") -> T:
-    """Poll ``predicate`` until it returns something truthy (returned); fail past ``timeout``.
-
-    The interval is a polling period, not synchronisation: the condition decides.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not hold within {timeout} s")
-        time.sleep(interval)
 
 
 def loopback_hosts(n: int, first: int = 2) -> list[str]:
@@ -140,8 +123,8 @@ class LinkProxy:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, coro: object) -> object:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(WAIT_S)  # type: ignore[arg-type]
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(WAIT_S)
 
     def _is_cut(self, writer: asyncio.StreamWriter) -> bool:
         if self._open.is_set():

@@ -227,7 +227,7 @@ def test_history_records_outcomes_from_many_threads(tmp_path: Path) -> None:
         t.join()
     ops = history.operations()
     assert sorted(o.id for o in ops) == list(range(400))
-    assert all(o.outcome == "ok" and o.complete_ns >= o.invoke_ns for o in ops)  # type: ignore[operator]
+    assert all(o.outcome == "ok" and (o.complete_ns or 0) >= o.invoke_ns for o in ops)
 
     with pytest.raises(PermissionError), history.record(9, "write", "k", 1,
                                                          definite=(PermissionError,)):

@@ -24,8 +24,8 @@ from cluster_faults import (
     loopback_hosts,
     netns_available,
     remove_stale_namespaces,
-    wait_until,
 )
+from tuffdb_cluster import until
 
 from tuffdb.cluster.etcd import EtcdClient
 from tuffdb.errors import CoordinationUnavailable
@@ -145,7 +145,7 @@ def test_paused_process_answers_nothing_until_continued(tmp_path: Path) -> None:
     host, port = "127.0.0.5", free_port("127.0.0.5")
     server = Process([sys.executable, "-c", ECHO, host, str(port)], tmp_path / "echo.log")
     try:
-        wait_until(lambda: connects(host, port), what="the echo server")
+        until("the echo server", lambda: connects(host, port))
         with socket.create_connection((host, port)) as sock:
             assert roundtrip(sock, b"1") == b"1"
             server.pause()
@@ -157,7 +157,7 @@ def test_paused_process_answers_nothing_until_continued(tmp_path: Path) -> None:
         server.kill()
         assert not server.running and not connects(host, port)
         server.restart()
-        wait_until(lambda: connects(host, port), what="the restarted echo server")
+        until("the restarted echo server", lambda: connects(host, port))
     finally:
         server.stop()
 
@@ -192,7 +192,7 @@ def test_namespaced_hosts_are_cut_and_healed_by_iptables_and_link_state(
             return net.run(1, [sys.executable, "-c", probe, a]).stdout.strip() == "True"
 
         with net.entered():
-            wait_until(lambda: connects(a, 7000) and connects(b, 7000), what="both echoes")
+            until("both echoes", lambda: connects(a, 7000) and connects(b, 7000))
             assert from_b()
             net.cut(0, [b])  # a <-> b dropped; the hub still reaches both
             assert not from_b()
@@ -204,7 +204,7 @@ def test_namespaced_hosts_are_cut_and_healed_by_iptables_and_link_state(
             net.link_down(0)
             assert not connects(a, 7000, timeout=SILENCE_S)
             net.link_up(0)
-            wait_until(lambda: connects(a, 7000), what="the link back up")
+            until("the link back up", lambda: connects(a, 7000))
         namespaces = [net.hub, *net.namespaces]
     listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(ns in listing for ns in namespaces)
@@ -223,7 +223,7 @@ def test_a_host_cut_off_from_etcd_cannot_reach_it_until_healed(tmp_path: Path) -
                 with pytest.raises(CoordinationUnavailable):
                     client.get("/cut")
                 net.heal()
-                kv = wait_until(lambda: _get_or_none(client, "/cut"), what="etcd again")
+                kv = until("etcd again", lambda: _get_or_none(client, "/cut"))
                 assert kv.value == b"before"
         finally:
             etcd.stop()

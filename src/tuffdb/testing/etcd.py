@@ -13,8 +13,9 @@ directory and ports, so the member keeps its identity and data).
         client = EtcdClient(etcd.endpoints)      # "http://127.0.0.1:PORT"
         etcd.members[0].kill(); etcd.members[0].restart()
 
-Members are :class:`~tuffdb.testing.processes.ManagedProcess` es. A member can run inside a network namespace: pass ``prefix=("ip", "netns", "exec", NS)``
-and that namespace's address as ``host``; the readiness poll then runs in the calling
+Members are :class:`~tuffdb.testing.processes.ManagedProcess` objects. A member can run
+inside a network namespace: pass ``prefix=("ip", "netns", "exec", NS)`` and that
+namespace's address as ``host``; the readiness poll then runs in the calling
 thread, which must be able to reach that address.
 
 Needs only the standard library (``http.client``), so it imports without test extras.
@@ -41,7 +42,8 @@ __all__ = ["ETCD_MISSING", "EtcdCluster", "EtcdMember", "etcd_binary", "free_por
 
 READY_TIMEOUT_S = 60.0  # a bound for a loaded 2-core machine; a member is ready in < 1 s
 POLL_INTERVAL_S = 0.02
-ETCD_MISSING = "etcd is not installed (apt-get install etcd-server etcd-client; dev.py test does it)"
+ETCD_MISSING = ("etcd is not installed (apt-get install etcd-server etcd-client; "
+                "dev.py test does it)")
 
 
 def etcd_binary() -> str | None:
