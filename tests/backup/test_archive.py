@@ -184,6 +184,7 @@ def test_damaged_or_missing_archive_objects_are_named(target_url: str, tmp_path:
                    and p.name != "data")
 
 
+@pytest.mark.once
 def test_object_store_faults_are_retried_show_as_lag_and_never_count_as_archived(
     proxy: FaultProxy, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
