@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tuffdb._format.record import FRAME, FRAME_SIZE, Frame
+from tuffdb._format.record import FRAME, FRAME_SIZE, Frame, scan_frames
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE
 from tuffdb.errors import ClosedError, CorruptionError, ProgrammingError
 from tuffdb.events import codec, sealed_index
@@ -103,6 +103,12 @@ class EventStore:
         self._seg_tags: set[str] = set()  # tags written in the active segment
         self._seg_tracking: dict[str, int] = {}  # and its tracking updates
         self.indexes_rebuilt = 0
+        # A cluster leader's hooks (cluster/): every durable drain's frames go to
+        # ``round_tap`` as ``[(log name, file offset, bytes)]``, then ``confirm()`` waits
+        # for followers; when it raises, the drain's appends get that error (durable
+        # here, published, but not acknowledged).
+        self.round_tap: Callable[[list[tuple[str, int, bytes]]], None] | None = None
+        self.confirm: Callable[[], None] | None = None
         self.sealed_from_memory = 0
         # The log-shipping seam (backup, archiving, replication): reported to after each
         # durable change; a drain's bytes are handed over only while a feed listens.
@@ -328,6 +334,55 @@ class EventStore:
             self._deferred.append(req)
             return req.future
         return self._writer.submit(req)
+
+    def set_replication_hooks(self, tap: Callable[[list[tuple[str, int, bytes]]], None] | None,
+                              confirm: Callable[[], None] | None) -> None:
+        """Install (or with None, remove) a cluster leader's hooks (see ``round_tap``)."""
+        self.round_tap = tap
+        self.confirm = confirm
+
+    def replica_apply(self, base: int, address: int, frames: bytes) -> int:
+        """Apply a leader's committed frames (a cluster follower; ``cluster/``).
+
+        ``frames`` are whole frames exactly as the leader wrote them at byte ``address`` of
+        its log segment ``base`` (encrypted when the store is: both sides share the key).
+        They are appended to this log at the same address (rolling where the leader
+        rolled, so the two logs stay alike byte for byte), fsynced, indexed the way
+        recovery indexes a segment, and published: readers and subscriptions see them
+        after this returns. Returns the new head.
+
+        :raises CorruptionError: the frames are not whole valid committed frames, or do
+            not continue this log (its tail address or its positions).
+        """
+        res = scan_frames(frames)
+        where = f"{self.path}: replicated frames at {address}"
+        if res.error is not None or res.committed_end != len(frames):
+            raise CorruptionError(res.error or "replicated frames end without COMMIT", path=where)
+        with self._writer._commit_lock:
+            if self._closed:
+                raise ClosedError("the event store is closed: open it again")
+            self._poison.check()
+            head = self._head
+            offset = SEGMENT_HEADER_SIZE + address - base
+            placed = [Frame(f.offset + offset, f.kind, f.flags, f.payload) for f in res.frames]
+            ix = sealed_index.scan_segment(placed, base, where, head + 1, self._codec)
+            log = self._log
+            try:
+                log.append_at(base, address, frames)
+                log.sync()
+            except CorruptionError:
+                raise
+            except BaseException as exc:
+                self._poison.set(exc)
+                raise
+            if log.segments[-1].base_address != self._segment_bases[-1]:
+                self._on_roll(head + 1)
+            self._feed(ix)
+            self._seg_tags.update(ix.postings)
+            self._seg_tracking.update(ix.tracking)
+            self._head = head + ix.count
+            self._notify(self._head)
+            return self._head
 
     def commit_deferred(self) -> None:
         """Commit every request deferred so far on the calling thread (one drain, one

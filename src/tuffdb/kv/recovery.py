@@ -196,12 +196,15 @@ def write_wal_batches(
 
 class StagedWal:
     """A round's frames appended to its logs but not yet fsynced (:func:`stage_wal_batches`):
-    fsync :meth:`sync_requests` by any means, then call :meth:`finish`."""
+    fsync :meth:`sync_requests` by any means, then call :meth:`finish`. ``tap_parts`` are
+    the round's frames as ``(log name, file offset, bytes)``, for ``KVStore.round_tap``."""
 
     def __init__(self, store: KVStore, touched: list[LogFile], finished: list[HotSegment],
-                 records: int, parts: list[Part] | None = None) -> None:
+                 records: int, parts: list[Part] | None = None,
+                 tap_parts: list[tuple[str, int, bytes]] | None = None) -> None:
         self.store, self.touched, self.finished, self.records = store, touched, finished, records
         self.parts = parts  # what the round wrote, for the shipping seam (None: nobody listens)
+        self.tap_parts = tap_parts  # the same, for a cluster leader's round_tap (None: none)
 
     def sync_requests(self) -> list[tuple[int, bool]]:
         """The ``(fd, data_only)`` pairs to fsync (failpoints as ``fsync_fd`` has them)."""
@@ -222,6 +225,9 @@ class StagedWal:
             store.shipper.round(self.parts)
         if self.records:
             metrics.KV_PUTS.inc(self.records)
+        tap = store.round_tap
+        if tap is not None and self.tap_parts:
+            tap(self.tap_parts)  # durable here; a cluster leader ships it (cluster/)
         for seg in self.finished:
             if seg.wal is not None:
                 seg.wal.close()
@@ -243,6 +249,7 @@ def stage_wal_batches(
     finished: list[HotSegment] = []
     records = 0
     parts: list[Part] | None = [] if store.shipper.feeds else None
+    tap_parts: list[tuple[str, int, bytes]] | None = [] if store.round_tap is not None else None
     for seg, chunks, final in work:
         if chunks:
             if seg.wal is None:
@@ -263,9 +270,12 @@ def stage_wal_batches(
             at = seg.wal.append(framed)
             if parts is not None:
                 parts.append(seg.wal.shipped(at, framed))
+            if tap_parts is not None:
+                tap_parts.append((seg.wal_path.name, SEGMENT_HEADER_SIZE + at,  # type: ignore[union-attr]
+                                  framed[0] + data))
             if seg.wal not in touched:
                 touched.append(seg.wal)
             records += len(chunks) // 2
         if final:
             finished.append(seg)
-    return StagedWal(store, touched, finished, records, parts)
+    return StagedWal(store, touched, finished, records, parts, tap_parts)

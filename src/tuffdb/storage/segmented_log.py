@@ -151,6 +151,35 @@ class SegmentedLog:
         seg.size += len(data)
         return addr
 
+    def append_at(self, base: int, address: int, data: bytes) -> None:
+        """Append whole frames another log (a cluster leader's) wrote at ``address`` of its
+        segment ``base``, so both logs stay byte for byte alike: roll first when ``base``
+        starts a segment here, never roll otherwise (the writer's size rule does not apply).
+
+        :raises CorruptionError: ``address`` is not this log's tail, or ``base`` is not
+            its active segment's base nor the tail (the logs have diverged).
+        """
+        if self._active is None:
+            raise ClosedError("log is closed")
+        tail = self.tail_address
+        if address != tail:
+            raise CorruptionError(f"frames for address {address}, but this log ends at {tail}",
+                                  path=str(self.directory))
+        if base != self.segments[-1].base_address:
+            if base != tail:
+                raise CorruptionError(f"frames for a segment at {base}, but this log's tail is "
+                                      f"{tail}", path=str(self.directory))
+            self.roll()
+        seg = self.segments[-1]
+        pre = self._pre
+        if pre is not None:
+            with pre.lock:
+                self._active.append(data)  # type: ignore[union-attr]
+            pre.wake()
+        else:
+            self._active.append(data)
+        seg.size += len(data)
+
     def sync(self) -> None:
         """Make everything appended so far durable."""
         if self._active is not None:
