@@ -163,7 +163,7 @@ def main() -> None:
         build(data, args.mb)
         size = dir_bytes(data)
         runs: dict[str, list[float]] = {"cp": [], "tar": [], "backup": [], "restore": []}
-        for r in range(args.repeats):
+        for _ in range(args.repeats):
             for name, fn in (
                 ("cp", lambda: subprocess.run(["cp", "-r", str(data), str(work / "cp")], check=True)),
                 ("tar", lambda: subprocess.run(["tar", "cf", str(work / "t.tar"), "-C", str(work), "data"], check=True)),
@@ -172,10 +172,9 @@ def main() -> None:
                 runs[name].append(timed(fn))
                 shutil.rmtree(work / "cp", ignore_errors=True)
                 (work / "t.tar").unlink(missing_ok=True)
-                if name == "backup" and r < args.repeats - 1:
-                    shutil.rmtree(work / "bk")
             runs["restore"].append(timed(lambda: restore(str(work / "bk"), work / "rs", keys=Keys())))
             shutil.rmtree(work / "rs")
+            shutil.rmtree(work / "bk")
         shutil.rmtree(work / "bk", ignore_errors=True)
         med = {k: statistics.median(v) for k, v in runs.items()}
         mbps = {k: size / 1e6 / v for k, v in med.items()}
