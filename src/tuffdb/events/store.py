@@ -576,6 +576,11 @@ class EventStore:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def key_id(self) -> int:
+        """Id of the encryption key the store writes with (0: not encrypted)."""
+        return self._codec.key_id if self._codec is not None else 0
+
     def check(self, deep: bool = False) -> list[str]:
         """Self-check; [] when consistent.
 

@@ -114,6 +114,10 @@ class UmaDBFace:
             await self._server.stop(GRACE_SECONDS)
         await asyncio.to_thread(self.store.close)
 
+    def stores(self) -> dict[str, Any]:
+        """This face's store by data subdirectory (backup and archiving read it)."""
+        return {"events": self.store}
+
     def health(self) -> dict[str, Any]:
         return {
             "status": "degraded" if self.store._poison else "ok",
