@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from tuffdb_cluster import ServerCluster, ServerNode, until
+from tuffdb.testing.cluster import ServerCluster, ServerNode, until
 
 from tuffdb.testing.etcd import EtcdCluster
 
