@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Iterator
 from itertools import count
 
+import httpx
 import pytest
-from tuffdb_cluster import until
 
 from tuffdb.cluster.etcd import Compare, EtcdClient, Op, PutResult, RangeResult, Watch, prefix_end
 from tuffdb.errors import (
@@ -26,6 +26,7 @@ from tuffdb.errors import (
     OperationalError,
     ProgrammingError,
 )
+from tuffdb.testing.cluster import until
 from tuffdb.testing.etcd import EtcdCluster, free_port
 
 _names = count()
@@ -234,9 +235,9 @@ def test_a_returned_watch_misses_nothing_and_a_silent_one_times_out(client: Etcd
 
 
 def test_a_watch_outlives_the_request_timeout(etcd: EtcdCluster, ns: str) -> None:
-    with EtcdClient(etcd.endpoints, timeout=0.2) as client:
+    with EtcdClient(etcd.endpoints, timeout=1.0) as client:
         watch = client.watch(ns + "long")
-        time.sleep(0.5)  # the scenario itself: a quiet spell longer than the timeout
+        time.sleep(1.5)  # the scenario itself: a quiet spell longer than the timeout
         client.put(ns + "long", "late")
         assert next(iter(watch)).events[0].kv.value == b"late"
         watch.cancel()
@@ -328,9 +329,16 @@ def test_paused_etcd_times_out_writes_as_maybe_applied_and_silent_watches(
 @pytest.mark.once
 def test_three_members_survive_one_killed(etcd_factory: Callable[..., EtcdCluster]) -> None:
     etcd = etcd_factory(size=3)
-    with EtcdClient(etcd.endpoints, timeout=5.0) as client:
+    # The member killed is a raft follower: a write in flight when etcd's *leader* dies
+    # can wait for etcd's own request timeout (about 6 s) and come back as
+    # CoordinationUnavailable(maybe_applied=True), which the client reports as such.
+    statuses = [httpx.post(f"{m.url}/v3/maintenance/status", json={}, timeout=5).json()
+                for m in etcd.members]
+    follower = next(i for i, st in enumerate(statuses) if st["leader"] != st["header"]["member_id"])
+    first = etcd.members[follower]
+    others = [m.url for m in etcd.members if m is not first]
+    with EtcdClient([first.url, *others], timeout=5.0) as client:
         client.put("/three", "1")
-        first = etcd.members[0]
         assert client.endpoint == first.url
         first.kill()
         assert client.put("/three", "2").revision > 0  # refused connection: next endpoint
