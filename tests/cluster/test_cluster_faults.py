@@ -25,7 +25,7 @@ from cluster_faults import (
     netns_available,
     remove_stale_namespaces,
 )
-from tuffdb_cluster import until
+from tuffdb.testing.cluster import until
 
 from tuffdb.cluster.etcd import EtcdClient
 from tuffdb.errors import CoordinationUnavailable

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from itertools import count
 
 import pytest
-from tuffdb_cluster import until
+from tuffdb.testing.cluster import until
 
 from tuffdb.cluster.etcd import Compare, EtcdClient, Op, PutResult, RangeResult, Watch, prefix_end
 from tuffdb.errors import (
