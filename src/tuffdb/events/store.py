@@ -513,6 +513,12 @@ class EventStore:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def poisoned(self) -> BaseException | None:
+        """The failed write or fsync that poisoned the store (every later append raises
+        PoisonedError until it is reopened), or None."""
+        return self._poison.cause
+
     def check(self, deep: bool = False) -> list[str]:
         """Self-check; [] when consistent.
 

@@ -752,6 +752,12 @@ class KVStore(MutableMapping[bytes, bytes]):
     def durability(self) -> str:
         return self._durability
 
+    @property
+    def poisoned(self) -> BaseException | None:
+        """The failed write or fsync that poisoned the store (every later write raises
+        PoisonedError until it is reopened), or None."""
+        return self._poison.cause
+
     def write_ticket(self) -> int:
         """A ticket covering every write issued so far (see :meth:`when_durable`)."""
         self._require_open()

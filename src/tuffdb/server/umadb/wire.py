@@ -14,6 +14,7 @@ from tuffdb.errors import (
     CorruptionError,
     IntegrityError,
     LimitExceeded,
+    PoisonedError,
     ProgrammingError,
     ProtocolError,
 )
@@ -42,6 +43,8 @@ ERROR_TABLE: tuple[tuple[type[BaseException], StatusCode, int, str], ...] = (
     (ProgrammingError, StatusCode.INVALID_ARGUMENT, ET.INVALID_ARGUMENT, "invalid argument: "),
     (CorruptionError, StatusCode.DATA_LOSS, ET.CORRUPTION, "corruption error: "),
     (OSError, StatusCode.INTERNAL, ET.IO, "io error: "),
+    # an earlier write or fsync failed: an I/O error that lasts until the server restarts
+    (PoisonedError, StatusCode.INTERNAL, ET.IO, "io error: "),
 )
 
 
