@@ -9,9 +9,13 @@ Creates ``.venv`` next to this file on first use and reinstalls only when
 with mypyc (``tuffdb native build``, redone only when a source changes): ``serve`` runs
 the compiled build, ``test`` runs the suite twice, pure Python first, then compiled
 (tests marked ``once`` only in the compiled pass).
-``test`` also installs the Debian packages the suite compares against (redis-server,
-redis-tools) when run as root with apt available, and carries on without them otherwise
-(those comparisons then say why they did not run).
+``test`` also installs the Debian packages the suite needs (redis-server and redis-tools
+for the byte-for-byte Redis comparisons, fuse3 for the power-loss tests; build-essential
+and python3-dev where the C compiler or Python's headers are missing) when run as root with
+apt available. Outside CI it carries on without what it could not install (the tests that
+need it are skipped and say why). Under ``CI=true`` nothing is skipped: a package,
+compiler or header still missing fails the command with a line naming it, and so does any
+test that would have been skipped (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
-DEBIAN_TEST_PACKAGES = ("redis-server", "redis-tools")
+# Debian package -> the command that shows it is installed.
+DEBIAN_TEST_PACKAGES = {"redis-server": "redis-server", "redis-tools": "redis-cli",
+                        "fuse3": "fusermount3"}
+CI = os.environ.get("CI", "").lower() in {"true", "1"}
 
 
 def _run(*cmd: str | Path, check: bool = True) -> int:
@@ -48,18 +55,44 @@ def _ensure_venv(extras: str) -> None:
     stamp.write_text(digest)
 
 
-def _ensure_debian_packages() -> None:
-    missing = [p for p in DEBIAN_TEST_PACKAGES if not shutil.which(p.replace("-tools", "-cli"))]
-    if not missing or os.geteuid() != 0 or not shutil.which("apt-get"):
-        return
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    cmds = (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *missing])
-    for cmd in cmds:
-        if subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL).returncode:
-            print(f"dev.py: '{' '.join(cmd)}' failed; tests that need {missing} will say so")
-            return
-    # Debian's package starts a redis-server on 6379; the tests start their own.
-    subprocess.run(["service", "redis-server", "stop"], check=False, capture_output=True)
+def _python_headers() -> Path:
+    include = subprocess.run(
+        [str(PY), "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"],
+        capture_output=True, text=True, check=False).stdout.strip()
+    return Path(include) / "Python.h"
+
+
+def _missing() -> list[tuple[str | None, str]]:
+    """What the tests need and is not here: (the Debian package that brings it, or None
+    where apt cannot help, what is missing)."""
+    out: list[tuple[str | None, str]] = [
+        (p, f"{cmd} (Debian package {p})") for p, cmd in DEBIAN_TEST_PACKAGES.items()
+        if not shutil.which(cmd)]
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        out.append(("build-essential", "a C compiler (Debian package build-essential)"))
+    headers = _python_headers()
+    if not headers.exists():
+        # Debian's python3-dev serves Debian's interpreter only (pyenv and the like ship
+        # their headers with the interpreter)
+        debian = Path(sys.base_prefix) == Path("/usr")
+        out.append(("python3-dev" if debian else None,
+                    f"Python's headers {headers} (Debian package python3-dev for /usr/bin/python3)"))
+    return out
+
+
+def _ensure_debian_packages() -> list[str]:
+    """Install what the tests need when root with apt; return what is still missing."""
+    wanted = [p for p, _ in _missing() if p is not None]
+    if wanted and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *wanted]):
+            if subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL).returncode:
+                print(f"dev.py: '{' '.join(cmd)}' failed")
+                break
+        if "redis-server" in wanted:
+            # Debian's package starts a redis-server on 6379; the tests start their own.
+            subprocess.run(["service", "redis-server", "stop"], check=False, capture_output=True)
+    return [what for _, what in _missing()]
 
 
 def _native_build() -> bool | None:
@@ -69,11 +102,8 @@ def _native_build() -> bool | None:
     if not (shutil.which("cc") or shutil.which("gcc")):
         print("dev.py: no C compiler found: running the pure-Python package only")
         return None
-    include = subprocess.run(
-        [str(PY), "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"],
-        capture_output=True, text=True, check=False).stdout.strip()
-    if not (Path(include) / "Python.h").exists():
-        print(f"dev.py: no Python headers ({include}/Python.h; e.g. Debian's python3-dev):"
+    if not _python_headers().exists():
+        print(f"dev.py: no Python headers ({_python_headers()}; e.g. Debian's python3-dev):"
               " running the pure-Python package only")
         return None
     return _run(VENV / "bin" / "tuffdb", "native", "build", check=False) == 0
@@ -98,7 +128,16 @@ def main() -> int:
         args = rest if any(a.startswith("--data-dir") for a in rest) else ["--data-dir", "tuffdb-data", *rest]
         os.execv(str(VENV / "bin" / "tuffdb"), ["tuffdb", "serve", *args])
     _ensure_venv("test")
-    _ensure_debian_packages()
+    missing = _ensure_debian_packages()
+    if missing and CI:
+        # CI runs what it is meant to run: a comparison or the compiled pass that cannot
+        # run is a failure, not a quiet skip.
+        for what in missing:
+            print(f"dev.py: CI=true and {what} is missing: failing (install it, "
+                  "or run as root with apt so that dev.py installs it)")
+        return 1
+    for what in missing:
+        print(f"dev.py: {what} is missing: carrying on without it (CI=true fails instead)")
     built = _native_build()
     if built is False:  # a compiler is here and the source no longer compiles: a failure
         print("dev.py: the compiled build failed (tuffdb native build -v shows why)")
