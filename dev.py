@@ -80,10 +80,16 @@ def _missing() -> list[tuple[str | None, str]]:
     return out
 
 
-def _ensure_debian_packages() -> list[str]:
-    """Install what the tests need when root with apt; return what is still missing."""
+def _ensure_debian_packages() -> tuple[list[str], str]:
+    """Install what the tests need when root with apt; return what is still missing, and
+    what was tried."""
     wanted = [p for p, _ in _missing() if p is not None]
-    if wanted and os.geteuid() == 0 and shutil.which("apt-get"):
+    if not wanted:
+        tried = "apt cannot provide it"
+    elif os.geteuid() != 0 or not shutil.which("apt-get"):
+        tried = "not root with apt-get, so dev.py could not install it"
+    else:
+        tried = f"after apt-get install {' '.join(wanted)}"
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
         for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *wanted]):
             if subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL).returncode:
@@ -92,7 +98,7 @@ def _ensure_debian_packages() -> list[str]:
         if "redis-server" in wanted:
             # Debian's package starts a redis-server on 6379; the tests start their own.
             subprocess.run(["service", "redis-server", "stop"], check=False, capture_output=True)
-    return [what for _, what in _missing()]
+    return [what for _, what in _missing()], tried
 
 
 def _native_build() -> bool | None:
@@ -128,13 +134,12 @@ def main() -> int:
         args = rest if any(a.startswith("--data-dir") for a in rest) else ["--data-dir", "tuffdb-data", *rest]
         os.execv(str(VENV / "bin" / "tuffdb"), ["tuffdb", "serve", *args])
     _ensure_venv("test")
-    missing = _ensure_debian_packages()
+    missing, tried = _ensure_debian_packages()
     if missing and CI:
         # CI runs what it is meant to run: a comparison or the compiled pass that cannot
         # run is a failure, not a quiet skip.
         for what in missing:
-            print(f"dev.py: CI=true and {what} is missing: failing (install it, "
-                  "or run as root with apt so that dev.py installs it)")
+            print(f"dev.py: CI=true and {what} is missing ({tried}): failing")
         return 1
     for what in missing:
         print(f"dev.py: {what} is missing: carrying on without it (CI=true fails instead)")
