@@ -9,13 +9,17 @@ Creates ``.venv`` next to this file on first use and reinstalls only when
 with mypyc (``tuffdb native build``, redone only when a source changes): ``serve`` runs
 the compiled build, ``test`` runs the suite twice, pure Python first, then compiled
 (tests marked ``once`` only in the compiled pass).
-``test`` also installs the Debian packages the suite needs (redis-server and redis-tools
-for the byte-for-byte Redis comparisons, fuse3 for the power-loss tests; build-essential
-and python3-dev where the C compiler or Python's headers are missing) when run as root with
-apt available. Outside CI it carries on without what it could not install (the tests that
-need it are skipped and say why). Under ``CI=true`` nothing is skipped: a package,
-compiler or header still missing fails the command with a line naming it, and so does any
-test that would have been skipped (tests/conftest.py).
+``test`` also installs the Debian packages the suite needs beside Python (redis-server and
+redis-tools, which it compares against; etcd-server and etcd-client, the coordination
+store the cluster tests start privately; iptables, with which the cluster fault tests cut
+links inside network namespaces of their own; fuse3 for the power-loss tests;
+build-essential and python3-dev where the C compiler or Python's headers are missing) when
+run as root with apt available. The services these packages start on install (redis on
+6379, etcd on 2379) are stopped: the tests start their own on free ports. Outside CI it
+carries on without what it could not install (the tests that need it are skipped and say
+why). Under ``CI=true`` nothing is skipped: a package, compiler or header still missing
+fails the command with a line naming it, and so does any test that would have been
+skipped (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -30,9 +34,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
-# Debian package -> the command that shows it is installed.
-DEBIAN_TEST_PACKAGES = {"redis-server": "redis-server", "redis-tools": "redis-cli",
-                        "fuse3": "fusermount3"}
+# Debian package -> the program it brings (how we tell it is installed).
+DEBIAN_TEST_PACKAGES = {
+    "redis-server": "redis-server",
+    "redis-tools": "redis-cli",
+    "etcd-server": "etcd",
+    "etcd-client": "etcdctl",
+    "iptables": "iptables",
+    "fuse3": "fusermount3",
+}
+# The services those packages start on install (stopped again: tests start their own).
+DEBIAN_SERVICES = ("redis-server", "etcd")
 CI = os.environ.get("CI", "").lower() in {"true", "1"}
 
 
@@ -95,9 +107,8 @@ def _ensure_debian_packages() -> tuple[list[str], str]:
             if subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL).returncode:
                 print(f"dev.py: '{' '.join(cmd)}' failed")
                 break
-        if "redis-server" in wanted:
-            # Debian's package starts a redis-server on 6379; the tests start their own.
-            subprocess.run(["service", "redis-server", "stop"], check=False, capture_output=True)
+        for service in DEBIAN_SERVICES:
+            subprocess.run(["service", service, "stop"], check=False, capture_output=True)
     return [what for _, what in _missing()], tried
 
 

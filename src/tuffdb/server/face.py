@@ -21,6 +21,21 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+# The cluster node of this process (``tuffdb.cluster.node.Node``), set by the host before
+# it creates the faces when ``--cluster`` is given, None otherwise. A face attaches its
+# store to it in ``create`` and asks it, per write, whether this node may take writes.
+_CLUSTER_NODE: Any = None
+
+
+def cluster_node() -> Any:
+    """This process's cluster node, or None when it is not in a cluster."""
+    return _CLUSTER_NODE
+
+
+def set_cluster_node(node: Any) -> None:
+    global _CLUSTER_NODE  # noqa: PLW0603 - one node per process, set by the host
+    _CLUSTER_NODE = node
+
 
 class Face(Protocol):
     name: str  # "resp" | "grpc" | "http"

@@ -42,6 +42,8 @@ from tuffdb.server.ekodb.proto import (
     takeover_of,
 )
 from tuffdb.server.ekodb.read_cache import ReadCache
+from tuffdb.server.ekodb.forward import Forwarder
+from tuffdb.server.face import cluster_node
 from tuffdb.server.loop_rounds import LoopRounds
 
 if TYPE_CHECKING:
@@ -125,6 +127,9 @@ class Ctx:
         return ew.decode_body(self.req.body, self.req.headers.get("content-type", ""), empty=empty)
 
 
+# Requests a cluster follower passes on to the leader (everything that writes).
+FORWARDED = frozenset({"write", "admin", "kv_write"})
+
 Handler = Callable[..., Any]
 # (registration order, literal segments (index, text), parameter indexes, handler, access)
 Route = tuple[int, tuple[tuple[int, str], ...], tuple[int, ...], Handler, str]
@@ -142,7 +147,12 @@ class App:
         # Candidates by (method, segment count, second segment); None: a parameter there.
         self._by_shape: dict[tuple[str, int, str | None], list[Route]] = {}
         self._windows: dict[str, tuple[int, int]] = {}
-        self._rounds = LoopRounds(db.kv, aio=True)  # durable_operations: a round per pass
+        # The cluster node (tuffdb serve --cluster): a follower forwards writes to the
+        # leader; a leader's rounds wait for followers off the loop (threaded rounds).
+        self.node = cluster_node()
+        self.forwarder = Forwarder() if self.node is not None else None
+        self._rounds = LoopRounds(db.kv, aio=self.node is None,  # a round per pass
+                                  threaded=self.node is not None)
         from tuffdb.server.ekodb import (  # noqa: PLC0415 - they import App
             admin,
             data,
@@ -201,6 +211,13 @@ class App:
             if found is None:
                 raise NotFoundError(f"no endpoint {req.method} /{'/'.join(segs)}")
             handler, access, args = found
+            node = self.node
+            if node is not None and not node.is_leader() and (
+                    access in FORWARDED or (len(segs) > 1 and segs[1] == "transactions")
+                    or "transaction_id" in params):
+                assert self.forwarder is not None
+                return asyncio.ensure_future(
+                    self.forwarder.forward(req, node.leader_address("http")))
             key = None if access == "open" else self._authenticate(req)
             if self.settings.rate_limit_per_minute:
                 headers = self._rate_limit(key.key_id if key else req.peer)
@@ -319,6 +336,8 @@ class App:
     def close(self) -> None:
         """Settle the durable round in flight (before the database closes)."""
         self._rounds.close()
+        if self.forwarder is not None:
+            self.forwarder.close()
 
     def durable(self) -> Awaitable[None]:
         """Done once every write made so far is durable.

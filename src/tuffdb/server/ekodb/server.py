@@ -38,6 +38,7 @@ from tuffdb.documents.database import Database
 from tuffdb.log import configure as configure_logging
 from tuffdb.log import get_logger
 from tuffdb.security.auth import KeyRing
+from tuffdb.server.face import cluster_node
 from tuffdb.server.busy_poll import DEFAULT_WINDOW_US, BusyPoll
 from tuffdb.server.ekodb.app import App, Settings
 from tuffdb.server.ekodb.proto import HttpProtocol
@@ -64,10 +65,14 @@ def _write_private(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def _data_key(config: Any, data_dir: Path) -> bytes:
+def _configured_key(config: Any) -> bytes | None:
     from tuffdb.server.config import encryption_key  # noqa: PLC0415
 
-    key = encryption_key(config) if hasattr(config, "encryption_key_file") else None
+    return encryption_key(config) if hasattr(config, "encryption_key_file") else None
+
+
+def _data_key(config: Any, data_dir: Path) -> bytes:
+    key = _configured_key(config)
     if key is not None:
         return key
     path = data_dir / KEY_FILE
@@ -103,6 +108,13 @@ class EkoDBFace:
         self.data_dir = Path(config.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.settings = self._load_settings(dict((getattr(config, "extra", None) or {}).get("http", {})))  # noqa: E501
+        if cluster_node() is not None and _configured_key(config) is None:
+            from tuffdb.errors import ProgrammingError  # noqa: PLC0415 - cold path
+
+            raise ProgrammingError(
+                "in a cluster the documents face needs the same encryption key on every node "
+                "(the leader's log is shipped encrypted): give --encryption-key-file or "
+                "TUFFDB_ENCRYPTION_KEY")
         key = _data_key(config, self.data_dir)
         self.id_factory = encrypted_id_factory(key)
         from tuffdb.kv.store import KVStore  # noqa: PLC0415 - late: the host may skip this face
@@ -113,9 +125,33 @@ class EkoDBFace:
                           hot_bytes=STORAGE_MODES[self.settings.storage_mode][0],
                           cache_bytes=STORAGE_MODES[self.settings.storage_mode][1])
         self.db = Database(kv, sync=False)
-        self.keyring = KeyRing(kv, sync=None)
+        node = cluster_node()
+        # In a cluster nothing is written here until this node leads (a follower's store
+        # holds exactly the leader's writes): keys and the signing secret come from the
+        # leader, and the first leader creates them (_on_promote).
+        self.keyring = KeyRing(kv, sync=None, read_only=node is not None)
         self.admin_key: str | None = None
-        configured = getattr(config, "api_key", None)
+        if node is None:
+            self._first_keys()
+        else:
+            from tuffdb.cluster.appliers import KVApplier  # noqa: PLC0415 (only in a cluster)
+            from tuffdb.cluster.node import Attached  # noqa: PLC0415
+
+            keyring = self.keyring
+            self.db.replica_listeners.append(
+                lambda keys: keyring.reload() if any(map(keyring.stored_under, keys)) else None)
+            node.attach(Attached("documents", kv, KVApplier(self.db, kv),
+                                 on_promote=self._on_promote))
+        self.app = App(self.db, self.keyring, self.settings, self._save_settings)
+        self.app.reads.limit = STORAGE_MODES[self.settings.storage_mode][2]
+        self._apply_settings()
+        self.server: asyncio.Server | None = None
+        self.port: int | None = None
+        self._stopped = False
+
+    def _first_keys(self) -> None:
+        """The configured API key, and on the very first start an admin key."""
+        configured = getattr(self.config, "api_key", None)
         if configured and self.keyring.find(configured) is None:
             self.keyring.create(label="configured", description="from the api_key setting",
                                 is_admin=True, secret=configured)
@@ -127,12 +163,13 @@ class EkoDBFace:
             # Shown once, as one structured log line like every other event of the host.
             _log.warning("admin API key created (shown once)", key=admin.key,
                          file=str(self.data_dir / ADMIN_KEY_FILE))
-        self.app = App(self.db, self.keyring, self.settings, self._save_settings)
-        self.app.reads.limit = STORAGE_MODES[self.settings.storage_mode][2]
-        self._apply_settings()
-        self.server: asyncio.Server | None = None
-        self.port: int | None = None
-        self._stopped = False
+
+    def _on_promote(self) -> None:
+        """This node now leads: finish interrupted multi-key writes, make sure the signing
+        secret and the first keys exist (they are replicated to the followers)."""
+        self.db.replay_intents()
+        self.keyring.ensure_secret()
+        self._first_keys()
 
     def _load_settings(self, initial: dict[str, Any]) -> Settings:
         s = Settings()

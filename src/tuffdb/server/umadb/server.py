@@ -27,6 +27,7 @@ from typing import Any
 
 from tuffdb.events.store import EventStore
 from tuffdb.server.app import loop_factory, tune_gc
+from tuffdb.server.face import cluster_node
 from tuffdb.server.umadb.grpc_h2 import GrpcServer, tls_context
 from tuffdb.server.umadb import health_v1_pb2 as hpb
 from tuffdb.server.umadb import wire
@@ -35,6 +36,7 @@ from tuffdb.server.umadb.service import (
     GRACE_SECONDS,
     DCBService,
     HealthService,
+    append_now,
     methods,
     on_error,
 )
@@ -58,6 +60,13 @@ class UmaDBFace:
         store_options: dict[str, Any] | None = None,
     ) -> None:
         self.store = EventStore.open(data_dir, **(store_options or {}))
+        self.node = cluster_node()
+        if self.node is not None:
+            from tuffdb.cluster.appliers import EventsApplier  # noqa: PLC0415 (in a cluster)
+            from tuffdb.cluster.node import Attached  # noqa: PLC0415
+
+            self.node.attach(Attached("events", self.store, EventsApplier(self.store)))
+            self.node.forward_handlers["events.append"] = self._forwarded_append
         self.host = host
         self.port = port
         self.api_key = api_key
@@ -68,9 +77,18 @@ class UmaDBFace:
         self._health: HealthService | None = None
         self._stopped = False
 
+    def _forwarded_append(self, _fields: dict[str, Any], raw: bytes) -> tuple[dict[str, Any], bytes]:
+        """A follower's Append, run here (the leader) on the caller's thread."""
+        try:
+            pos = append_now(self.store, raw)
+        except Exception as exc:  # noqa: BLE001 - every failure goes back to the client
+            code, etype, message = wire.classify(exc)
+            return {"code": int(code), "etype": int(etype), "message": message}, b""
+        return {"code": 0}, wire.head_message(pos)
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._svc = DCBService(self.store, loop, self.api_key)
+        self._svc = DCBService(self.store, loop, self.api_key, node=self.node)
         self._health = HealthService(loop)
         # The writer thread runs under SCHED_BATCH: woken by a queued append, it does not
         # preempt the loop thread while that still holds the GIL (tuning.py).

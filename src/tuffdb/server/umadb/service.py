@@ -72,10 +72,14 @@ class DCBService:
     """The five RPCs, raw bytes in and out, on the loop thread."""
 
     def __init__(
-        self, store: EventStore, loop: asyncio.AbstractEventLoop, api_key: str | None = None
+        self, store: EventStore, loop: asyncio.AbstractEventLoop, api_key: str | None = None,
+        node: Any = None,
     ) -> None:
         self.store = store
         self.loop = loop
+        # A cluster node (tuffdb serve --cluster): a follower forwards appends to the
+        # leader; a leader commits them on the writer thread, which waits for followers.
+        self.node = node
         self._bearer = f"Bearer {api_key}".encode() if api_key else None
         self._stopping = False
         self._pass: list[tuple[Call, Future[int] | Settled]] = []
@@ -94,6 +98,10 @@ class DCBService:
     # -- unary RPCs ----------------------------------------------------------------------
     def append(self, call: Call, raw: bytes) -> None:
         self._auth(call)
+        node = self.node
+        if node is not None:
+            self._cluster_append(call, raw, node)
+            return
         req = pb.AppendRequest.FromString(raw)
         tails, types, tags, uuids, tracking = wire.encode_append(req, raw)
         items = None
@@ -113,6 +121,42 @@ class DCBService:
         if not self._pass:
             self.loop.call_soon(self._commit_pass)
         self._pass.append((call, fut))
+
+    def _cluster_append(self, call: Call, raw: bytes, node: Any) -> None:
+        """In a cluster: the leader commits on the writer thread (its confirmation waits
+        for followers, off the loop); a follower forwards the request to the leader and
+        answers with the leader's reply, exactly."""
+        loop = self.loop
+        if node.is_leader():
+            fut = loop.run_in_executor(None, append_now, self.store, raw)
+
+            def settle(f: asyncio.Future[int]) -> None:
+                exc = f.exception()
+                if exc is not None:
+                    call.fail(exc)
+                else:
+                    call.reply(wire.head_message(f.result()))
+
+            fut.add_done_callback(settle)
+            return
+        forwarded = loop.run_in_executor(None, node.forward, "events.append", {}, raw)
+
+        def relay(f: asyncio.Future[tuple[dict[str, Any], bytes]]) -> None:
+            exc = f.exception()
+            if exc is not None:
+                call.fail(exc)
+                return
+            fields, reply = f.result()
+            code = int(fields.get("code", 13))
+            if code == 0:
+                call.reply(reply)
+                return
+            message = str(fields.get("message", "forwarded append failed"))
+            etype = int(fields.get("etype", pb.ErrorResponse.ErrorType.IO))
+            call.fail(GrpcError(StatusCode(code), message, (
+                (b"grpc-status-details-bin", wire.error_details(etype, message)),)))
+
+        forwarded.add_done_callback(relay)
 
     def _commit_pass(self) -> None:
         """End of a loop pass: commit its appends here, one fsync, then answer them.
@@ -225,6 +269,22 @@ class DCBService:
                 yield parked.park(call)
         finally:
             parked.live -= 1
+
+
+def append_now(store: EventStore, raw: bytes) -> int:
+    """Commit one serialized AppendRequest and wait for it (a thread other than the loop)."""
+    req = pb.AppendRequest.FromString(raw)
+    tails, types, tags, uuids, tracking = wire.encode_append(req, raw)
+    items = None
+    after = None
+    if req.HasField("condition"):
+        c = req.condition
+        after = c.after if c.HasField("after") else 0
+        if c.HasField("fail_if_events_match"):
+            items = wire.items_from_pb(c.fail_if_events_match)
+    fut = store.submit_encoded(tails, types, tags, uuids, tracking=tracking, items=items,
+                               after=after)
+    return fut.result()
 
 
 class HealthService:

@@ -14,6 +14,8 @@ from tuffdb.errors import (
     CorruptionError,
     IntegrityError,
     LimitExceeded,
+    NotEnoughReplicasError,
+    NotLeaderError,
     PoisonedError,
     ProgrammingError,
     ProtocolError,
@@ -36,6 +38,8 @@ SEND_LIMIT = MAX_REQUEST_BYTES + 64 * 1024
 # The one table mapping tuffdb's error tree to gRPC (spec: umadb-grpc.md section 5.1).
 ERROR_TABLE: tuple[tuple[type[BaseException], StatusCode, int, str], ...] = (
     (IntegrityError, StatusCode.FAILED_PRECONDITION, ET.INTEGRITY, ""),
+    (NotEnoughReplicasError, StatusCode.UNAVAILABLE, ET.IO, ""),
+    (NotLeaderError, StatusCode.UNAVAILABLE, ET.IO, ""),
     (AuthError, StatusCode.UNAUTHENTICATED, ET.AUTHENTICATION, "authentication error: "),
     (DecodeError, StatusCode.INVALID_ARGUMENT, ET.SERIALIZATION, "serialization error: "),
     (ProtocolError, StatusCode.INVALID_ARGUMENT, ET.SERIALIZATION, "serialization error: "),
