@@ -184,8 +184,9 @@ class PowerFS:
                 ov = self._overlays[ino] = Overlay(os.fstat(fd).st_size)
             return ov
 
-    def _live(self, ov: Overlay) -> None:
-        """Under ``ov.lock``: refuse once crashed (an overlay taken before the crash)."""
+    def _live(self) -> None:
+        """Called under an overlay's lock: refuse once crashed (the caller may hold an
+        overlay it took before the crash cleared them)."""
         if self.dead:
             raise _fail(errno.EIO)
 
@@ -249,14 +250,14 @@ class PowerFS:
         fd = self._fd(fh)
         ov = self._overlay(self._handles[fd], fd)
         with ov.lock:
-            self._live(ov)
+            self._live()
             return ov.read(fd, size, offset)
 
     def write(self, path: str | None, data: bytes, offset: int, fh: int) -> int:
         fd = self._fd(fh)
         ov = self._overlay(self._handles[fd], fd)
         with ov.lock:
-            self._live(ov)
+            self._live()
             ov.write(fd, data, offset)
         return len(data)
 
@@ -268,7 +269,7 @@ class PowerFS:
         try:
             ov = self._overlay(os.fstat(fd).st_ino, fd)
             with ov.lock:
-                self._live(ov)
+                self._live()
                 ov.truncate(length)
         finally:
             if close:
@@ -279,7 +280,7 @@ class PowerFS:
         fd = self._fd(fh)
         ov = self._overlay(self._handles[fd], fd)
         with ov.lock:
-            self._live(ov)
+            self._live()
             if self.fsync_error:
                 self.failed_fsyncs += 1
                 raise _fail(errno.EIO)
