@@ -15,9 +15,12 @@ way). Then:
   acknowledged is there with its exact content (nothing unsynced was acknowledged), and
   writes are accepted again.
 
-Mutation run (2026-12-03): with the error of a failed AIO fsync dropped (``error = None``
+Mutation runs (2026-12-03): with the error of a failed AIO fsync dropped (``error = None``
 for ``_fsync_error(reaped)`` in ``LoopRounds._completed``, server/loop_rounds.py) the
-``http`` case fails: writes were acknowledged that the cut then lost.
+``http`` case fails: writes were acknowledged that the cut then lost. With the RESP
+connection replying to a batch whose round failed (``elif exc is not None:`` made
+``elif False:`` in ``Conn._after_wait``, server/resp/conn.py) the ``resp`` case fails the
+same way.
 """
 
 from __future__ import annotations
