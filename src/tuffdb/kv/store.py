@@ -844,6 +844,11 @@ class KVStore(MutableMapping[bytes, bytes]):
         PoisonedError until it is reopened), or None."""
         return self._poison.cause
 
+    @property
+    def key_id(self) -> int:
+        """Id of the encryption key the store writes with (0: not encrypted)."""
+        return self._codec.key_id
+
     def write_ticket(self) -> int:
         """A ticket covering every write issued so far (see :meth:`when_durable`)."""
         self._require_open()

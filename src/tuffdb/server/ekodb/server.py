@@ -216,6 +216,10 @@ class EkoDBFace:
         self.app.close()
         self.db.close()
 
+    def stores(self) -> dict[str, Any]:
+        """This face's store by data subdirectory (backup and archiving read it)."""
+        return {"documents": self.db.kv}
+
     def health(self) -> dict[str, Any]:
         poisoned = self.db.kv.poisoned
         return {"status": "degraded" if poisoned else "ok", "port": self.port,

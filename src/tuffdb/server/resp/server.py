@@ -207,6 +207,10 @@ class RespServer:
             return f"MISCONF Errors writing to the log: {poisoned}"
         return self.write_error
 
+    def stores(self) -> dict[str, Any]:
+        """This face's store by data subdirectory (backup and archiving read it)."""
+        return {"kv": self.store}
+
     def health(self) -> dict[str, Any]:
         return {
             "status": "degraded" if self.degraded else "ok",
