@@ -213,7 +213,7 @@ class Conn(asyncio.Protocol):
             # The batch's writes reached memory but not the disk: no command may be
             # acknowledged. The store is poisoned for later writes.
             msg = f"MISCONF Errors writing to the log: {exc}"
-            self.srv.degraded = msg
+            self.srv.write_error = msg
             log.error("durability wait failed: %s", exc)
             out = [reply.error(msg)] * len(out)
         self._write(b"".join(out))
