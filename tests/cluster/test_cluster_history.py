@@ -65,7 +65,8 @@ class Harness:
         self.history = History()
         self.stop = threading.Event()
         self.docs_acked: set[str] = set()
-        self.paused: set[str] = set()  # clients pick other nodes (a real one would time out)
+        self.paused: set[str] = set()
+        self.op_nodes: dict[int, str] = {}  # which node answered each RESP op (diagnostics)  # clients pick other nodes (a real one would time out)
         self.token: str | None = None
         self.threads: list[threading.Thread] = []
         # Made once every node serves, before any fault: a umadb client made after this
@@ -114,6 +115,7 @@ class Harness:
                 if rnd.random() < 0.5:
                     value = f"{proc}-{uuid.uuid4().hex[:8]}"
                     op = self.history.invoke(proc, "write", key, value)
+                    self.op_nodes[op.id] = f"{node.node_id}:{conn.connection_pool.connection_kwargs['port']}"
                     try:
                         conn.set(key, value)
                     except redis.exceptions.ReadOnlyError as exc:
@@ -127,6 +129,7 @@ class Harness:
                     self.history.ok(op)
                 else:
                     op = self.history.invoke(proc, "read", key)
+                    self.op_nodes[op.id] = f"{node.node_id}:{conn.connection_pool.connection_kwargs['port']}"
                     try:
                         value = conn.get(key)
                         role = conn.info("replication")["role"]
@@ -297,6 +300,9 @@ def test_no_acknowledged_write_is_lost_through_kills_pauses_and_partitions(
 
     bad = {k: r for k, r in check_registers([o for o in ops if o.f in ("read", "write")]).items()
            if not r}
+    if bad and os.environ.get("TUFFDB_DEBUG_DUMP"):
+        h.history.save(Path(os.environ["TUFFDB_DEBUG_DUMP"] + ".history.json"))
+        Path(os.environ["TUFFDB_DEBUG_DUMP"] + ".nodes.json").write_text(repr(h.op_nodes))
     assert bad == {}, f"non-linearizable registers: {bad}"
 
     client = h.umadb[final.node_id]
