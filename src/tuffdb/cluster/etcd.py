@@ -539,7 +539,7 @@ class Watch:
         self._stack = contextlib.ExitStack()
         self.revision = 0  # the store's revision at the last message received
         try:
-            self._url, self._messages = self._establish(client, body, idle_timeout)
+            self._messages = self._establish(client, body, idle_timeout)
         except httpx.TransportError as exc:
             self._stack.close()
             raise CoordinationUnavailable(f"etcd did not confirm a watch within "
@@ -550,7 +550,7 @@ class Watch:
         self.start_revision = self.revision  # changes after this one will be seen
 
     def _establish(self, client: EtcdClient, body: dict[str, Any],
-                   idle_timeout: float | None) -> tuple[str, Iterator[dict[str, Any]]]:
+                   idle_timeout: float | None) -> Iterator[dict[str, Any]]:
         """Open the stream on the first endpoint that accepts it and read etcd's
         confirmation (bounded by the client's timeout; later reads by ``idle_timeout``)."""
         failures = []
@@ -578,7 +578,7 @@ class Watch:
         for result in messages:
             if result.get("created"):
                 break
-        return url, messages
+        return messages
 
     def _results(self, url: str, response: httpx.Response) -> Iterator[dict[str, Any]]:
         """Each ``result`` of the stream; errors and cancellations raise."""
