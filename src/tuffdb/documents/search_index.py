@@ -24,15 +24,14 @@ from typing import TYPE_CHECKING, Any
 from tuffdb.documents.fulltext.postings import TextIndex
 from tuffdb.documents.listeners import SearchHook
 from tuffdb.documents.vector import as_vector, check_metric, is_vector
-from tuffdb.documents.vector.flat import FlatIndex
-from tuffdb.documents.vector.hnsw import HnswIndex
+from tuffdb.documents.vector.engine import VectorEngine
 from tuffdb.errors import IntegrityError, ProtocolError
 
 if TYPE_CHECKING:
     from tuffdb.documents.collection import Collection
     from tuffdb.documents.database import Database
 
-VectorIndex = FlatIndex | HnswIndex
+SCAN_BATCH = 1000  # records per text-index batch while a state is built
 
 
 class VectorSlot:
@@ -43,15 +42,7 @@ class VectorSlot:
         self.metric = check_metric(spec.get("metric", "cosine"))
         dim = spec.get("dimension")
         self.dimension: int | None = int(dim) if dim else None
-        self.index: VectorIndex | None = None
-
-    def _make(self, dimension: int) -> VectorIndex:
-        self.dimension = dimension
-        if str(self.spec.get("algorithm", "flat")).lower() == "hnsw":
-            return HnswIndex(self.metric, dimension, m=int(self.spec.get("m") or 16),
-                             ef_construction=int(self.spec.get("ef_construction") or 200),
-                             ef_search=self.spec.get("ef_search"))
-        return FlatIndex(self.metric, dimension)  # "flat", and "ivf" (served exactly)
+        self.index: VectorEngine | None = None
 
     def check(self, record: dict[str, Any]) -> int | None:
         """The dimension a write would fix, after checking it (None: no vector)."""
@@ -66,30 +57,27 @@ class VectorSlot:
         arr = as_vector(value, self.dimension, f"field '{self.field}'")
         return arr.size
 
-    def put(self, rid: str, record: dict[str, Any]) -> None:
-        value: Any = record.get(self.field)
-        if not is_vector(value):
-            self.remove(rid)
-            return
-        if self.dimension is not None and len(value) != self.dimension:
-            self.remove(rid)  # on-demand index: skip a foreign dimension (declared: refused)
-            return
-        if self.index is None:
-            self.index = self._make(len(value))
-        self.index.add(rid, value)
+    def put_many(self, records: list[dict[str, Any]]) -> None:
+        """Index the batch's vectors of this field; a record without one drops out."""
+        items: list[tuple[str, Any]] = []
+        for record in records:
+            value: Any = record.get(self.field)
+            if is_vector(value) and (self.dimension is None or len(value) == self.dimension):
+                items.append((record["id"], value))
+            else:  # no vector, or a foreign dimension in an on-demand index (declared: refused)
+                self.remove(record["id"])
+        self.load(items)
 
     def load(self, items: list[tuple[str, Any]]) -> None:
-        items = [(r, v) for r, v in items if self.dimension is None or len(v) == self.dimension]
+        if self.dimension is None and items:
+            self.dimension = len(items[0][1])
+        items = [(r, v) for r, v in items if len(v) == self.dimension]
         if not items:
             return
         if self.index is None:
-            self.index = self._make(len(items[0][1]))
-            items = [(r, v) for r, v in items if len(v) == self.dimension]
-        if isinstance(self.index, HnswIndex):
-            self.index.add_many(items)
-        else:
-            for rid, v in items:
-                self.index.add(rid, v)
+            assert self.dimension is not None
+            self.index = VectorEngine(self.metric, self.dimension, self.spec)
+        self.index.add_many(items)
 
     def remove(self, rid: str) -> None:
         if self.index is not None:
@@ -102,19 +90,23 @@ class SearchState:
         fields = coll.schema.fields if coll.schema is not None else {}
         text = {n: str(f.index.get("language") or "english") for n, f in fields.items()
                 if f.index and f.index.get("type") == "text"}
-        self.text = TextIndex(text or None)
+        self.text = TextIndex(text or None, loader=coll.load)
         self.vectors: dict[tuple[str, str], VectorSlot] = {}
         for n, f in fields.items():
             if f.index and f.index.get("type") == "vector":
                 slot = VectorSlot(n, f.index, declared=True)
                 self.vectors[(n, slot.metric)] = slot
         vec_items: dict[tuple[str, str], list[tuple[str, Any]]] = {k: [] for k in self.vectors}
+        batch: list[tuple[str, dict[str, Any]]] = []
         for record in coll._scan():  # noqa: SLF001 - the collection's own raw scan
-            self.text.add(record["id"], record)
-            for (name, metric), items in vec_items.items():
+            batch.append((record["id"], record))
+            if len(batch) >= SCAN_BATCH:
+                self.text.add_many(batch)
+                batch.clear()
+            for (name, _), items in vec_items.items():
                 if is_vector(v := record.get(name)):
                     items.append((record["id"], v))
-                del metric
+        self.text.add_many(batch)
         for key, items in vec_items.items():
             self.vectors[key].load(items)
 
@@ -181,10 +173,11 @@ class SearchListener:
         state = self._state(collection)
         if state is None:
             return
-        for record in (*inserts, *updates):
-            state.text.add(record["id"], record)
+        written = [*inserts, *updates]
+        if written:
+            state.text.add_many((r["id"], r) for r in written)
             for slot in state.vectors.values():
-                slot.put(record["id"], record)
+                slot.put_many(written)
         for rid in deletes:
             state.text.remove(rid)
             for slot in state.vectors.values():
