@@ -72,7 +72,7 @@ def check_default_recall(db: Database, kind: str, n: int, dim: int, index: dict[
     stats = emb.search_stats(settle=300)["vectors"][0]
     assert stats["graph"]["pending"] == 0
     cal = stats["calibration"]
-    assert cal is not None and cal["vectors"] + stats["graph"]["holdout"] == n
+    assert cal is not None and cal["vectors"] >= n / (1 + 0.2) - stats["graph"]["holdout"]
     recall, methods = measure(emb, queries, want)
     assert recall >= 0.95, (recall, methods, cal["curve"])
     # whatever the engine chose, the calibrated graph alone also keeps the promise
