@@ -1,8 +1,7 @@
-"""Redraw the YCSB and search benchmark tables and charts from raw results only.
+"""Redraw the YCSB benchmark tables and charts from raw results only.
 
     python bench/plot_ycsb.py                                   # docs/benchmarks/ycsb-raw/latest.json
     python bench/plot_ycsb.py RESULT.json --out DIR             # a given run
-    python bench/plot_ycsb.py --search docs/benchmarks/search-raw/latest.json
 
 YCSB: one table per durability tier (tiers never share a table or a panel), a row per
 workload and thread count, a column per store with the median ops/s over repetitions
@@ -12,8 +11,8 @@ repetition's own ratio beside it); p50/p99 of the median repetition when N >= 10
 Under each table: the generator ceilings (trivial request at the most threads, and
 redis-benchmark PING), the generators' own core use there and their highest core use in
 any workload cell (a generator near 100 % of its pinned core would be the bottleneck).
-Writes ``ycsb-results.md`` and ``ycsb.png``. Search: a table of text/vector queries/s and
-the hnsw recall sweep, ``search-results.md``.
+Writes ``ycsb-results.md`` and ``ycsb.png``. (bench/search.py draws its own, and
+``bench/search.py --redraw RAW.json`` redraws them.)
 """
 
 # Benchmark script, not library code.
@@ -212,52 +211,15 @@ def ycsb_plot(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-def search_markdown(result: dict[str, Any]) -> str:
-    lines = [
-        f"# Search benchmark ({result['run_id']})",
-        "",
-        "| rep | docs | ingest s | index build s | text q/s | fuzzy q/s | flat q/s | hnsw q/s at recall >= 0.95 |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in result["reps"]:
-        best = r["vector_hnsw_at_target"]
-        hnsw = (
-            f"{best['qps']:,.0f} (ef {best['ef_search']}, recall {best['recall_at_10']:.3f})"
-            if best
-            else "not reached"
-        )
-        lines.append(
-            f"| {r['rep']} | {r['docs']:,} | {r['ingest_s']:.1f} | {r['index_build_s']:.1f} | "
-            f"{r['text']['qps']:,.0f} | {r['text_fuzzy']['qps']:,.0f} | {r['vector_flat']['qps']:,.0f} | {hnsw} |"
-        )
-    lines += [
-        "",
-        "hnsw sweep (last rep): "
-        + ", ".join(
-            f"ef {s['ef_search']}: {s['recall_at_10']:.3f} @ {s['qps']:,.0f} q/s"
-            for s in result["reps"][-1]["vector_hnsw_sweep"]
-        ),
-        "",
-    ]
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument(
         "result", nargs="?", default=str(REPO / "docs" / "benchmarks" / "ycsb-raw" / "latest.json")
     )
-    p.add_argument("--search", help="a bench/search.py result file instead")
     p.add_argument("--out", default=str(REPO / "docs" / "benchmarks"))
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if args.search:
-        (out / "search-results.md").write_text(
-            search_markdown(json.loads(Path(args.search).read_text()))
-        )
-        print(f"wrote {out / 'search-results.md'}")
-        return 0
     result = json.loads(Path(args.result).read_text())
     (out / "ycsb-results.md").write_text(ycsb_markdown(result))
     ycsb_plot(result, out / "ycsb.png")

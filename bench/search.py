@@ -32,7 +32,8 @@ the same queries, in one run. Per data kind (``--data``), on a fresh data direct
 Query figures: ``--reps`` timed passes over the queries, the median pass reported (q/s
 with min and max); latency percentiles from the median pass (suppressed under 1,000
 samples). Raw results: ``docs/benchmarks/search-raw/<run-id>.json`` and ``latest.json``;
-``search.png`` and ``search-results.md`` beside them are drawn from the raw file.
+``search.png`` and ``search-results.md`` beside them are drawn from the raw file
+(``--redraw RAW.json`` draws them again from a raw file alone).
 """
 
 # Benchmark script, not library code.
@@ -457,7 +458,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-server", dest="server", action="store_false")
     p.add_argument("--dir", default=str(REPO / "bench" / "results" / "tmp"))
     p.add_argument("--out", default=str(REPO / "docs" / "benchmarks" / "search-raw"))
+    p.add_argument("--redraw", help="only redraw the plot and table from this raw result file")
     args = p.parse_args(argv)
+    if args.redraw:
+        raw = Path(args.redraw)
+        result = json.loads(raw.read_text())
+        plot(result, raw.parent.parent / "search.png")
+        (raw.parent.parent / "search-results.md").write_text(markdown(result))
+        return 0
     env = environment(args.dir, ["chroma-hnswlib", "hnswlib", "faiss-cpu", "tantivy"])
     env["sqlite"] = sqlite3.sqlite_version
     env["mode"] = "one process, one thread issuing queries, closed loop"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuffdb.documents.fulltext.postings import TextIndex
 from tuffdb.documents.listeners import SearchHook
-from tuffdb.documents.vector import as_vector, check_metric, is_vector
+from tuffdb.documents.vector import as_vectors, check_metric, is_vector
 from tuffdb.documents.vector.engine import VectorEngine
 from tuffdb.errors import IntegrityError, ProtocolError
 
@@ -44,18 +44,27 @@ class VectorSlot:
         self.dimension: int | None = int(dim) if dim else None
         self.index: VectorEngine | None = None
 
-    def check(self, record: dict[str, Any]) -> int | None:
-        """The dimension a write would fix, after checking it (None: no vector)."""
-        value = record.get(self.field)
-        if value is None:
-            return None
-        if not is_vector(value):
-            if self.declared:
-                raise IntegrityError(f"field '{self.field}' has a vector index; store a vector",
-                                     condition=self.field)
-            return None
-        arr = as_vector(value, self.dimension, f"field '{self.field}'")
-        return arr.size
+    def check_many(self, records: list[dict[str, Any]]) -> set[int]:
+        """The dimensions a batch would write to this field, after checking every vector.
+
+        :raises IntegrityError: a declared field holding a non-vector, a vector of another
+            dimension than the index's, or a NaN/infinite entry (nothing is written).
+        """
+        by_dim: dict[int, list[Any]] = {}
+        for record in records:
+            value = record.get(self.field)
+            if value is None:
+                continue
+            if not is_vector(value):
+                if self.declared:
+                    raise IntegrityError(f"field '{self.field}' has a vector index; "
+                                         "store a vector", condition=self.field)
+                continue
+            by_dim.setdefault(len(value), []).append(value)
+        for dim, values in by_dim.items():
+            as_vectors(values, self.dimension if self.dimension is not None else dim,
+                       f"field '{self.field}'")
+        return set(by_dim)
 
     def put_many(self, records: list[dict[str, Any]]) -> None:
         """Index the batch's vectors of this field; a record without one drops out."""
@@ -163,7 +172,7 @@ class SearchListener:
         for slot in state.vectors.values():
             if not slot.declared:
                 continue
-            dims = {d for r in records if (d := slot.check(r)) is not None}
+            dims = slot.check_many(records)
             if slot.dimension is None and len(dims) > 1:
                 raise IntegrityError(f"vectors of {sorted(dims)} dimensions in one batch for "
                                      f"field '{slot.field}'", condition=slot.field)

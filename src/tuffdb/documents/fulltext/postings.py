@@ -58,7 +58,9 @@ def text_fields(record: dict[str, Any], prefix: str = "") -> list[tuple[str, str
         if isinstance(v, str):
             out.append((name, v))
         elif isinstance(v, (list, tuple)):
-            out.extend((name, x) for x in v if isinstance(x, str))
+            kinds = set(map(type, v))  # at C speed: a vector's 128 floats cost one pass
+            if str in kinds:
+                out.extend((name, x) for x in v if isinstance(x, str))
         elif isinstance(v, dict):
             out.extend(text_fields(v, name + "."))
     return out

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import hnswlib  # type: ignore[import-untyped]
 import numpy as np
 
-from tuffdb.documents.vector import as_vector, check_metric
+from tuffdb.documents.vector import as_vector, as_vectors, check_metric
 from tuffdb.documents.vector.flat import FlatIndex, top_k
 from tuffdb.errors import ProtocolError
 
@@ -54,6 +54,7 @@ DEFAULT_RECALL = 0.95
 FULL_SCAN_BYTES = 10_000 * 1024  # Qdrant's default full_scan_threshold: 10,000 KB of vectors
 CHUNK = 2048  # vectors per bulk add_items call of the builder
 BUILD_THREADS = 2
+WRITER_QUIET = 0.5  # seconds without a write before the builder uses BUILD_THREADS threads
 SAMPLE = 200  # calibration queries (recall@10 is estimated from 2,000 neighbours)
 CALIBRATION_K = 10
 MARGIN = 0.01  # the measured recall must exceed the target by this much (~2 standard errors)
@@ -123,6 +124,7 @@ class VectorEngine:
         self.calibration: Calibration | None = None
         self.builder: threading.Thread | None = None
         self.builds = 0
+        self.last_write = 0.0
 
     def __len__(self) -> int:
         return len(self.flat)
@@ -136,9 +138,10 @@ class VectorEngine:
         batch = {rid: value for rid, value in items}
         if not batch:
             return
-        data = np.stack([as_vector(v, self.dimension) for v in batch.values()])
+        data = as_vectors(list(batch.values()), self.dimension)
         rids = list(batch)
         with self.lock:
+            self.last_write = time.monotonic()
             self.flat.add_many(rids, data)
             if self.graph is not None:
                 for rid in rids:
@@ -199,8 +202,9 @@ class VectorEngine:
         self.graph, self.label_rid, self.rid_label, self.dead_labels = g, [], {}, 0
         ids = self.flat.ids
         rng = np.random.default_rng(len(ids))
-        picked = rng.choice(len(ids), SAMPLE, replace=False) if len(ids) >= 2 * SAMPLE else []
-        self.holdout = {ids[int(i)] for i in picked}
+        picked: list[int] = (rng.choice(len(ids), SAMPLE, replace=False).tolist()
+                             if len(ids) >= 2 * SAMPLE else [])
+        self.holdout = {ids[i] for i in picked}
         self.pending = {rid: self._new_label(rid) for rid in ids if rid not in self.holdout}
         self.calibration, self.changes = None, 0
         self.builds += 1
@@ -235,7 +239,9 @@ class VectorEngine:
             self._calibrate(graph)
             return True
         labels = np.fromiter((label for _, label in chunk), dtype=np.int64, count=len(chunk))
-        graph.add_items(data, labels, num_threads=BUILD_THREADS)  # releases the GIL
+        # releases the GIL; one thread while writes are flowing, so the writer keeps a core
+        busy = time.monotonic() - self.last_write < WRITER_QUIET
+        graph.add_items(data, labels, num_threads=1 if busy else BUILD_THREADS)
         with self.lock:
             if graph is not self.graph:
                 return True  # rebuilt meanwhile; the new graph has its own queue

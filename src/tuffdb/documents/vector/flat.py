@@ -53,19 +53,7 @@ class FlatIndex:
         return len(self.ids)
 
     def add(self, rid: str, value: object) -> None:
-        v = as_vector(value, self.dimension)
-        if self.metric == "cosine":
-            v = _normalised(v)
-        row = self.rows.get(rid)
-        if row is None:
-            row = len(self.ids)
-            if row == self.matrix.shape[0]:
-                self.matrix = np.resize(self.matrix, (row * 2, self.dimension))
-                self.sq_norms = np.resize(self.sq_norms, row * 2)
-            self.ids.append(rid)
-            self.rows[rid] = row
-        self.matrix[row] = v
-        self.sq_norms[row] = float(v @ v)
+        self.add_many([rid], as_vector(value, self.dimension)[None, :])
 
     def add_many(self, rids: list[str], data: np.ndarray) -> None:
         """Add or replace a batch: ``data`` holds one checked float32 row per id."""
