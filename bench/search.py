@@ -89,20 +89,35 @@ def vectors(kind: str, n: int, q: int, dim: int, seed: int) -> tuple[np.ndarray,
     return docs.astype(np.float32), qs.astype(np.float32)
 
 
-def timed(fn: Any, items: list[Any], reps: int) -> dict[str, Any]:
-    """``reps`` passes over ``items``; the median pass's q/s and latencies, and the outputs."""
-    passes = []
+def timed(fn: Any, items: list[Any], reps: int, cap: float | None = None) -> dict[str, Any]:
+    """``reps`` passes over ``items``; see :func:`interleaved`."""
+    return interleaved({"x": fn}, items, reps, cap)["x"]
+
+
+def interleaved(fns: dict[str, Any], items: list[Any], reps: int,
+                cap: float | None = None) -> dict[str, dict[str, Any]]:
+    """``reps`` rounds, each one pass per system in turn (so a busy moment on the shared
+    host hits every system alike); per system the median pass's q/s (with min and max),
+    its latencies and outputs. ``cap``: a pass stops after that many seconds (slow peers);
+    only the queries it ran count."""
+    passes: dict[str, list[tuple[float, list[int], list[Any]]]] = {k: [] for k in fns}
     for _ in range(reps):
-        lat, out = [], []
-        start = time.perf_counter()
-        for item in items:
-            t = time.perf_counter_ns()
-            out.append(fn(item))
-            lat.append(time.perf_counter_ns() - t)
-        passes.append((len(items) / (time.perf_counter() - start), lat, out))
-    qps = [p[0] for p in passes]
-    median = sorted(passes, key=lambda p: p[0])[len(passes) // 2]
-    return {"qps": spread(qps), "latency": latency_summary(median[1]), "out": median[2]}
+        for name, fn in fns.items():
+            lat, out = [], []
+            start = time.perf_counter()
+            for item in items:
+                t = time.perf_counter_ns()
+                out.append(fn(item))
+                lat.append(time.perf_counter_ns() - t)
+                if cap is not None and time.perf_counter() - start > cap:
+                    break
+            passes[name].append((len(out) / (time.perf_counter() - start), lat, out))
+    result = {}
+    for name, ps in passes.items():
+        median = sorted(ps, key=lambda p: p[0])[len(ps) // 2]
+        result[name] = {"qps": spread([p[0] for p in ps]), "queries": len(median[2]),
+                        "latency": latency_summary(median[1]), "out": median[2]}
+    return result
 
 
 def recall(truth: list[set[Any]], got: list[Any]) -> float:
@@ -128,7 +143,11 @@ def ingest_tuffdb(path: Path, docs: list[dict[str, Any]], vecs: np.ndarray) -> d
         spent += time.perf_counter() - t
     stats = coll.search_stats(settle=7200)
     ready = time.perf_counter() - start
-    return {"db": db, "coll": coll, "ingest_docs_per_s": len(docs) / spent, "ingest_s": spent,
+    from tuffdb.documents.search_index import state_for  # noqa: PLC0415 - the engine itself
+
+    engine = state_for(coll).vectors["emb", "cosine"].index
+    return {"db": db, "coll": coll, "engine": engine, "ingest_docs_per_s": len(docs) / spent,
+            "ingest_s": spent,
             "graph_ready_s": ready, "stats": stats}
 
 
@@ -166,18 +185,17 @@ def ingest_tantivy(path: Path, docs: list[dict[str, Any]]) -> tuple[Any, float]:
     return index, rate
 
 
-def ann_sweep(search: Any, queries: np.ndarray, truth: list[set[int]], reps: int,
-              set_ef: Any) -> dict[str, Any]:
-    sweep, best = [], None
+def ef_at_target(search: Any, queries: np.ndarray, truth: list[set[int]],
+                 set_ef: Any) -> dict[str, Any]:
+    """The smallest ef of EF_SWEEP with recall@10 >= TARGET (one pass per ef), left set."""
+    sweep = []
     for ef in EF_SWEEP:
         set_ef(ef)
         r = timed(search, list(queries), 1)
-        rec = recall(truth, r["out"])
-        sweep.append({"ef": ef, "recall": rec, "qps": r["qps"]["median"]})
-        if rec >= TARGET:
-            best = {**strip(timed(search, list(queries), reps)), "ef": ef, "recall": rec}
-            break
-    return {"at_target": best, "sweep": sweep}
+        sweep.append({"ef": ef, "recall": recall(truth, r["out"]), "qps": r["qps"]["median"]})
+        if sweep[-1]["recall"] >= TARGET:
+            return {"ef": ef, "sweep": sweep}
+    return {"ef": None, "sweep": sweep}
 
 
 @contextlib.contextmanager
@@ -235,6 +253,25 @@ def post(c: http.client.HTTPConnection, token: str, body: dict[str, Any]) -> lis
             else r["record"]["id"] for r in out["results"]]
 
 
+@contextlib.contextmanager
+def profiled(args: argparse.Namespace, name: str) -> Any:
+    """pyinstrument around the block when ``--profile DIR`` is given (text report)."""
+    if not args.profile:
+        yield
+        return
+    from pyinstrument import Profiler  # noqa: PLC0415 - only when asked
+
+    p = Profiler(interval=0.0005)
+    p.start()
+    try:
+        yield
+    finally:
+        p.stop()
+        out = Path(args.profile)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{name}.txt").write_text(p.output_text(unicode=False, show_all=False))
+
+
 def one_kind(args: argparse.Namespace, kind: str) -> dict[str, Any]:
     import faiss  # noqa: PLC0415 - peers, only here
     import hnswlib  # type: ignore[import-untyped]  # noqa: PLC0415
@@ -259,7 +296,8 @@ def one_kind(args: argparse.Namespace, kind: str) -> dict[str, Any]:
     reps = args.reps
     with bench_dir(args.dir, "search") as d:
         # ---- ingest
-        tf = ingest_tuffdb(d / "data" / "documents", docs, vecs)
+        with profiled(args, f"{kind}-{args.docs}-ingest"):
+            tf = ingest_tuffdb(d / "data" / "documents", docs, vecs)
         coll = tf["coll"]
         con, fts_rate = ingest_fts5(d / "fts.db", docs)
         tindex, tan_rate = ingest_tantivy(d / "tantivy", docs)
@@ -286,20 +324,20 @@ def one_kind(args: argparse.Namespace, kind: str) -> dict[str, Any]:
               flush=True)
         # ---- text
         searcher = tindex.searcher()
-        text = {
-            "tuffdb": timed(lambda q: [r["record"]["id"] for r in
-                                       coll.search(q, limit=10)["results"]], texts, reps),
-            "fts5": timed(lambda q: [r[0] for r in con.execute(
+        text = interleaved({
+            "tuffdb": lambda q: [r["record"]["id"] for r in coll.search(q, limit=10)["results"]],
+            "fts5": lambda q: [r[0] for r in con.execute(
                 "SELECT id FROM t WHERE t MATCH ? ORDER BY rank LIMIT 10",
-                (" OR ".join(q.split()),))], texts, reps),
-            "tantivy": timed(lambda q: [searcher.doc(a)["id"][0] for _, a in searcher.search(
-                tindex.parse_query(q, ["title", "body"]), 10).hits], texts, reps),
-        }
+                (" OR ".join(q.split()),))],
+            "tantivy": lambda q: [searcher.doc(a)["id"][0] for _, a in searcher.search(
+                tindex.parse_query(q, ["title", "body"]), 10).hits],
+        }, texts, reps, cap=args.pass_cap)
         out["text"] = {k: strip(v) for k, v in text.items()}
         out["text"]["ratio_tuffdb_over_fts5"] = (text["tuffdb"]["qps"]["median"]
                                                  / text["fts5"]["qps"]["median"])
+        shared = len(text["fts5"]["out"])
         out["text"]["top10_overlap_tuffdb_fts5"] = recall(
-            [set(a) for a in text["fts5"]["out"]], text["tuffdb"]["out"])
+            [set(a) for a in text["fts5"]["out"]], text["tuffdb"]["out"][:shared])
         print(f"  text q/s tuffdb {text['tuffdb']['qps']['median']:.0f} fts5 "
               f"{text['fts5']['qps']['median']:.0f} tantivy {text['tantivy']['qps']['median']:.0f}",
               flush=True)
@@ -313,30 +351,43 @@ def one_kind(args: argparse.Namespace, kind: str) -> dict[str, Any]:
             plans.append(res["explain"]["vector"]["method"])
             return ids(res)
 
-        vec: dict[str, Any] = {}
-        r = timed(ours, list(qv), reps)
-        vec["tuffdb_default"] = {**strip(r), "recall": recall(truth, r["out"]),
-                                 "methods": sorted(set(plans))}
-        r = timed(lambda v: ours(v, vector_recall=1.0), list(qv), reps)
-        vec["tuffdb_exact"] = {**strip(r), "recall": recall(truth, r["out"])}
-        r = timed(lambda v: np.argpartition(-np.einsum("ij,j->i", unit, v / np.linalg.norm(v)),
-                                            10)[:10].tolist(), list(qv), reps)
-        vec["numpy_flat"] = {**strip(r), "recall": recall(truth, r["out"])}
+        engine = tf["engine"]
         ff = faiss.IndexFlatIP(args.dim)
         ff.add(unit)
-        r = timed(lambda v: ff.search(v[None, :] / np.linalg.norm(v), 10)[1][0].tolist(),
-                  list(qv), reps)
-        vec["faiss_flat"] = {**strip(r), "recall": recall(truth, r["out"])}
-        vec["hnswlib"] = ann_sweep(lambda v: h.knn_query(v, k=10, num_threads=1)[0][0].tolist(),
-                                   qv, truth, reps, h.set_ef)
-        vec["faiss_hnsw"] = ann_sweep(
-            lambda v: fh.search(v[None, :] / np.linalg.norm(v), 10)[1][0].tolist(), qv, truth,
-            reps, lambda ef: setattr(fh.hnsw, "efSearch", ef))
+        bare = {
+            "hnswlib": (lambda v: h.knn_query(v, k=10, num_threads=1)[0][0].tolist(), h.set_ef),
+            "faiss_hnsw": (lambda v: fh.search(v[None, :] / np.linalg.norm(v), 10)[1][0].tolist(),
+                           lambda ef: setattr(fh.hnsw, "efSearch", ef)),
+        }
+        sweeps = {name: ef_at_target(fn, qv, truth, set_ef) for name, (fn, set_ef) in bare.items()}
+        runs = interleaved({
+            "tuffdb_default": ours,
+            "tuffdb_exact": lambda v: ours(v, vector_recall=1.0),
+            "tuffdb_index_only": lambda v: [int(r[1:]) for r, _ in engine.search(v, 10)],
+            "numpy_flat": lambda v: np.argpartition(
+                -np.einsum("ij,j->i", unit, v / np.linalg.norm(v)), 10)[:10].tolist(),
+            "faiss_flat": lambda v: ff.search(v[None, :] / np.linalg.norm(v), 10)[1][0].tolist(),
+            **{name: bare[name][0] for name, sw in sweeps.items() if sw["ef"] is not None},
+        }, list(qv), reps)
+        vec: dict[str, Any] = {name: {**strip(r), "recall": recall(truth, r["out"])}
+                               for name, r in runs.items()}
+        for name, sw in sweeps.items():
+            vec[name] = {"at_target": vec.get(name) and {**vec[name], "ef": sw["ef"]},
+                         "sweep": sw["sweep"]}
+        vec["tuffdb_default"]["methods"] = sorted(set(plans))
+        with profiled(args, f"{kind}-{args.docs}-vector"):
+            timed(ours, list(qv), 1)
+        with profiled(args, f"{kind}-{args.docs}-text"):
+            timed(lambda q: coll.search(q, limit=10), texts, 1)
+        vec["tuffdb_default"]["plan"] = coll.search(
+            "", vector=qv[0].tolist(), vector_field="emb", explain=True)["explain"]["vector"]
         best_bare = max((vec[p]["at_target"]["qps"]["median"] for p in ("hnswlib", "faiss_hnsw")
                          if vec[p]["at_target"]), default=None)
         flat_bare = max(vec["numpy_flat"]["qps"]["median"], vec["faiss_flat"]["qps"]["median"])
         vec["ratio_default_over_best_bare_at_target"] = (
             vec["tuffdb_default"]["qps"]["median"] / best_bare if best_bare else None)
+        vec["ratio_index_only_over_best_bare_at_target"] = (
+            vec["tuffdb_index_only"]["qps"]["median"] / best_bare if best_bare else None)
         vec["ratio_exact_over_best_bare_flat"] = vec["tuffdb_exact"]["qps"]["median"] / flat_bare
         out["vector"] = vec
         print(f"  vector q/s tuffdb default {vec['tuffdb_default']['qps']['median']:.0f} "
@@ -436,7 +487,8 @@ def markdown(result: dict[str, Any]) -> str:
             f"{vec['tuffdb_default']['qps']['median']:,.0f} ({vec['tuffdb_default']['recall']:.3f}, "
             f"{'/'.join(vec['tuffdb_default']['methods'])}) / "
             f"{'-' if bare is None else f'{bare:,.0f}'} "
-            f"({'-' if ratio is None else f'{ratio:.2f}x'}) | "
+            f"({'-' if ratio is None else f'{ratio:.2f}x'}; index alone "
+            f"{vec['tuffdb_index_only']['qps']['median']:,.0f}) | "
             f"{vec['tuffdb_exact']['qps']['median']:,.0f} / {flat:,.0f} "
             f"({vec['ratio_exact_over_best_bare_flat']:.2f}x) | "
             f"{k['hybrid']['tuffdb']['qps']['median']:,.0f} | "
@@ -456,8 +508,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", choices=[*DATA_KINDS, "both"], default="both")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--no-server", dest="server", action="store_false")
+    p.add_argument("--pass-cap", type=float, default=60.0,
+                   help="seconds after which a text pass stops (FTS5's OR queries are slow)")
     p.add_argument("--dir", default=str(REPO / "bench" / "results" / "tmp"))
     p.add_argument("--out", default=str(REPO / "docs" / "benchmarks" / "search-raw"))
+    p.add_argument("--profile", help="write pyinstrument reports of tuffdb's ingest, text and "
+                   "vector passes (an extra, untimed pass each) to this directory")
     p.add_argument("--redraw", help="only redraw the plot and table from this raw result file")
     args = p.parse_args(argv)
     if args.redraw:
