@@ -20,9 +20,9 @@ under ``taskset -c 1`` (when the machine has two CPUs). Every server starts on a
 data directory on a real disk (never tmpfs) which is deleted afterwards. fsync latency
 is probed at the start and the end.
 
-Output: ``docs/benchmarks/resp-raw/<run-id>.json`` (every rep, the environment, the exact
-commands) and ``docs/benchmarks/resp-raw/latest.json``; ``docs/benchmarks/resp.png`` and
-``docs/benchmarks/resp-results.md`` are drawn from ``latest.json`` only.
+Output: ``docs/benchmarks/resp/<run-id>.json`` (every rep, the environment, the exact
+commands) and ``latest.json``; ``resp.png`` and ``results.md`` beside them are drawn from
+``latest.json`` only. Older runs the docs cite are under ``docs/benchmarks/history/``.
 Targets from issue 4 are ratios tuffdb/Redis: SET >= 1x with ``always``; SET and GET
 >= 0.6x otherwise; with ``-P 16`` >= 0.3x.
 """
@@ -67,7 +67,7 @@ TARGETS = {  # (pairing, pipeline) -> minimum tuffdb/redis ratio per test
     ("everysec", 1): {"SET": 0.6, "GET": 0.6},
     **{(p, 16): {"SET": 0.3, "GET": 0.3} for p in ("no", "everysec", "always")},
 }
-OUT_DIR = REPO / "docs" / "benchmarks" / "resp-raw"
+OUT_DIR = REPO / "docs" / "benchmarks" / "resp"
 
 
 def pin(cpu: int) -> list[str]:
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     ensure_native_build()
     out = Path(args.out)
     if args.plot_only:
-        render(json.loads((out / "latest.json").read_text()), out.parent)
+        render(json.loads((out / "latest.json").read_text()), out)
         return 0
     if shutil.which("redis-benchmark") is None or shutil.which("redis-server") is None:
         print("redis-benchmark and redis-server are needed: apt-get install redis-server "
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / f"{run_id}.json", result)
     write_json(out / "latest.json", result)
-    print(render(result, out.parent))
+    print(render(result, out))
     return 0
 
 
@@ -178,9 +178,9 @@ def table(result: dict[str, Any]) -> str:
 
 
 def render(result: dict[str, Any], docs: Path) -> str:
-    """Write resp-results.md and resp.png (if matplotlib is installed) from one result."""
+    """Write results.md and resp.png (if matplotlib is installed) from one result."""
     text = table(result)
-    (docs / "resp-results.md").write_text(text)
+    (docs / "results.md").write_text(text)
     try:
         import matplotlib as mpl
 

@@ -31,9 +31,11 @@ the same queries, in one run. Per data kind (``--data``), on a fresh data direct
 
 Query figures: ``--reps`` timed passes over the queries, the median pass reported (q/s
 with min and max); latency percentiles from the median pass (suppressed under 1,000
-samples). Raw results: ``docs/benchmarks/search-raw/<run-id>.json`` and ``latest.json``;
-``search.png`` and ``search-results.md`` beside them are drawn from the raw file
-(``--redraw RAW.json`` draws them again from a raw file alone).
+samples). Output in ``docs/benchmarks/search/`` (``--out``): the raw ``<run-id>.json`` and
+``latest.json``, and drawn from the raw file alone, ``results.md`` and ``search.png``
+(``python bench/search.py plot [RAW.json]`` draws them again). ``--profile DIR`` adds an
+untimed, profiled pass of tuffdb's text and vector queries and profiles the ingest (whose
+figure then includes the profiler's overhead: profile in a separate run).
 """
 
 # Benchmark script, not library code.
@@ -56,7 +58,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import REPO, bench_dir, environment, latency_summary, spread, utc_now, write_json
+from _common import (
+    REPO,
+    bench_dir,
+    environment,
+    latency_summary,
+    run_tool,
+    spread,
+    utc_now,
+    write_json,
+)
+from _plot_search import draw
 
 sys.path.insert(0, str(REPO / "src"))
 from tuffdb.documents import Database, Vector
@@ -430,76 +442,13 @@ def one_kind(args: argparse.Namespace, kind: str) -> dict[str, Any]:
     return out
 
 
-def plot(result: dict[str, Any], path: Path) -> None:
-    import matplotlib as mpl  # noqa: PLC0415
-
-    mpl.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    kinds = result["kinds"]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-    panels = [
-        ("ingest docs/s", [("tuffdb", lambda k: k["ingest"]["tuffdb_docs_per_s"]),
-                           ("SQLite FTS5", lambda k: k["ingest"]["fts5_docs_per_s"]),
-                           ("Tantivy", lambda k: k["ingest"]["tantivy_docs_per_s"])]),
-        ("text q/s (top 10)", [(n, lambda k, n=n: k["text"][n]["qps"]["median"])
-                               for n in ("tuffdb", "fts5", "tantivy")]),
-        ("vector q/s (recall@10 >= 0.95)", [
-            ("tuffdb", lambda k: k["vector"]["tuffdb_default"]["qps"]["median"]),
-            ("hnswlib", lambda k: (k["vector"]["hnswlib"]["at_target"] or {"qps": {"median": 0}})["qps"]["median"]),
-            ("FAISS HNSW", lambda k: (k["vector"]["faiss_hnsw"]["at_target"] or {"qps": {"median": 0}})["qps"]["median"]),
-            ("tuffdb exact", lambda k: k["vector"]["tuffdb_exact"]["qps"]["median"]),
-            ("FAISS flat", lambda k: k["vector"]["faiss_flat"]["qps"]["median"])]),
-    ]
-    for ax, (title, series) in zip(axes, panels, strict=True):
-        width = 0.8 / len(series)
-        for j, (name, get) in enumerate(series):
-            ax.bar([i + j * width for i in range(len(kinds))], [get(k) for k in kinds], width,
-                   label=name)
-        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(kinds))])
-        ax.set_xticklabels([f"{k['data']} {k['docs']:,}" for k in kinds])
-        ax.set_title(title)
-        ax.set_yscale("log")
-        ax.legend(fontsize=8)
-    fig.suptitle(f"bench/search.py run {result['run_id']} (one run, median of passes)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-
-
-def markdown(result: dict[str, Any]) -> str:
-    rows = ["| data | docs | ingest docs/s tuffdb / FTS5 / Tantivy (ratio) | graph ready s "
-            "| text q/s tuffdb / FTS5 / Tantivy (ratio) | vector q/s tuffdb default (recall, "
-            "method) / best bare hnsw at 0.95 (ratio) | exact q/s tuffdb / best bare flat (ratio) "
-            "| hybrid q/s | server text / vector q/s |", "|---" * 9 + "|"]
-    for k in result["kinds"]:
-        ing, txt, vec = k["ingest"], k["text"], k["vector"]
-        bare = max((vec[p]["at_target"]["qps"]["median"] for p in ("hnswlib", "faiss_hnsw")
-                    if vec[p]["at_target"]), default=None)
-        flat = max(vec["numpy_flat"]["qps"]["median"], vec["faiss_flat"]["qps"]["median"])
-        ratio = vec["ratio_default_over_best_bare_at_target"]
-        srv = k.get("server")
-        rows.append(
-            f"| {k['data']} | {k['docs']:,} | {ing['tuffdb_docs_per_s']:,.0f} / "
-            f"{ing['fts5_docs_per_s']:,.0f} / {ing['tantivy_docs_per_s']:,.0f} "
-            f"({ing['ratio_tuffdb_over_fts5']:.2f}x) | {ing['tuffdb_graph_ready_s']:.0f} | "
-            f"{txt['tuffdb']['qps']['median']:,.0f} / {txt['fts5']['qps']['median']:,.0f} / "
-            f"{txt['tantivy']['qps']['median']:,.0f} ({txt['ratio_tuffdb_over_fts5']:.1f}x) | "
-            f"{vec['tuffdb_default']['qps']['median']:,.0f} ({vec['tuffdb_default']['recall']:.3f}, "
-            f"{'/'.join(vec['tuffdb_default']['methods'])}) / "
-            f"{'-' if bare is None else f'{bare:,.0f}'} "
-            f"({'-' if ratio is None else f'{ratio:.2f}x'}; index alone "
-            f"{vec['tuffdb_index_only']['qps']['median']:,.0f}) | "
-            f"{vec['tuffdb_exact']['qps']['median']:,.0f} / {flat:,.0f} "
-            f"({vec['ratio_exact_over_best_bare_flat']:.2f}x) | "
-            f"{k['hybrid']['tuffdb']['qps']['median']:,.0f} | "
-            + (f"{srv['text']['qps']['median']:,.0f} / {srv['vector']['qps']['median']:,.0f} |"
-               if srv else "- |"))
-    return (f"# bench/search.py run {result['run_id']}\n\n" + "\n".join(rows) + "\n\n"
-            f"Command: `{result['environment'].get('command', '')}`; raw: "
-            f"`search-raw/{result['run_id']}.json`.\n")
+# python bench/search.py plot [RESULT.json]: the chart and table again, from the raw file.
+TOOLS = {"plot": "_plot_search"}
 
 
 def main(argv: list[str] | None = None) -> int:
+    if run_tool("search.py", sys.argv[1:] if argv is None else argv, TOOLS):
+        return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--docs", type=int, default=100_000)
     p.add_argument("--dim", type=int, default=128)
@@ -511,17 +460,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pass-cap", type=float, default=60.0,
                    help="seconds after which a text pass stops (FTS5's OR queries are slow)")
     p.add_argument("--dir", default=str(REPO / "bench" / "results" / "tmp"))
-    p.add_argument("--out", default=str(REPO / "docs" / "benchmarks" / "search-raw"))
+    p.add_argument("--out", default=str(REPO / "docs" / "benchmarks" / "search"))
     p.add_argument("--profile", help="write pyinstrument reports of tuffdb's ingest, text and "
                    "vector passes (an extra, untimed pass each) to this directory")
-    p.add_argument("--redraw", help="only redraw the plot and table from this raw result file")
     args = p.parse_args(argv)
-    if args.redraw:
-        raw = Path(args.redraw)
-        result = json.loads(raw.read_text())
-        plot(result, raw.parent.parent / "search.png")
-        (raw.parent.parent / "search-results.md").write_text(markdown(result))
-        return 0
     env = environment(args.dir, ["chroma-hnswlib", "hnswlib", "faiss-cpu", "tantivy"])
     env["sqlite"] = sqlite3.sqlite_version
     env["mode"] = "one process, one thread issuing queries, closed loop"
@@ -534,9 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     paths = [(args.dir, "<dir>"), (args.out, "<out>")]
     write_json(out / f"{result['run_id']}.json", result, paths)
     write_json(out / "latest.json", result, paths)
-    plot(result, out.parent / "search.png")
-    (out.parent / "search-results.md").write_text(markdown(result))
-    print(markdown(result))
+    draw(result, out)
+    print((out / "results.md").read_text())
     return 0
 
 

@@ -48,6 +48,13 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         cmd.add_argument("path", metavar="PATH", type=Path, help="store directory")
         cmd.add_argument("--encryption-key-file", metavar="FILE", type=Path,
                          help="key of an encrypted store (or env TUFFDB_ENCRYPTION_KEY)")
+    cluster = sub.add_parser("cluster", help="show a replicated cluster's nodes",
+                             description="Each node's role, epoch, durable position (LSN), "
+                             "lag behind the leader and health, as etcd has them.")
+    cluster.add_argument("action", choices=("status",))
+    cluster.add_argument("--etcd", required=True, metavar="URLS", help="etcd client URLs")
+    cluster.add_argument("--cluster", required=True, metavar="NAME", help="the cluster's name")
+    cluster.add_argument("--json", action="store_true", help="print JSON instead of a table")
     sub.add_parser("version", help="print the version")
     native = sub.add_parser("native", help="compile the hot modules (mypyc), or show the build",
                             description="'build' compiles the hot modules with mypyc into a "
@@ -205,6 +212,21 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return run(config)
 
 
+def _cluster_status(args: argparse.Namespace) -> int:
+    from tuffdb.cluster import status  # noqa: PLC0415 (httpx only when asked)
+    from tuffdb.cluster.etcd import EtcdClient  # noqa: PLC0415
+
+    try:
+        with EtcdClient(args.etcd) as etcd:
+            doc = status.read(etcd, args.cluster)
+    except Error as exc:
+        print(f"tuffdb: cannot read cluster {args.cluster} from etcd {args.etcd}: {exc}",
+              file=sys.stderr)
+        return 1
+    print(json.dumps(doc, indent=2) if args.json else status.render(doc))
+    return 0 if doc["leader"] else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tuffdb`` command line; returns the exit code."""
     parser, commands = _parser()
@@ -215,6 +237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "native":
             return _native.main(args.action, verbose=args.verbose)
+        if args.command == "cluster":
+            return _cluster_status(args)
         # Usage errors print the subcommand's usage, not the top-level one.
         if args.command == "serve":
             return _serve(args, commands["serve"])

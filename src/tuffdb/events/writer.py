@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tuffdb._format.record import COMMIT, FRAME_SIZE, frame_header
+from tuffdb._format.segment import SEGMENT_HEADER_SIZE
 from tuffdb.errors import ClosedError, IntegrityError
 from tuffdb.events import codec
 from tuffdb.events.format import EVENTS_HEADER, EVENTS_HEADER_SIZE, FrameKind
@@ -309,7 +310,8 @@ class Writer(threading.Thread):
                 if addrs:
                     st._addr.extend(np.concatenate(addrs) if len(addrs) > 1 else addrs[0])
                     st._len.extend(np.concatenate(lens) if len(lens) > 1 else lens[0])
-                log.append(b"".join(frames))
+                blob = b"".join(frames)
+                log.append(blob)
                 log.sync()
             except BaseException as exc:  # noqa: BLE001
                 st._rollback(durable_head)
@@ -319,6 +321,18 @@ class Writer(threading.Thread):
                     else:
                         req.future.set_exception(res)
                 return
+            if st.shipper.feeds:
+                st.shipper.round([log.shipped(blob)])
+            unconfirmed: BaseException | None = None
+            if st.round_tap is not None:  # a cluster leader: ship, then wait for followers
+                seg = log.segments[-1]  # the drain never spans segments
+                offset = SEGMENT_HEADER_SIZE + seg.size - len(blob)
+                st.round_tap([(f"log/{seg.path.name}", offset, blob)])
+                if st.confirm is not None:
+                    try:
+                        st.confirm()
+                    except Exception as exc:  # noqa: BLE001 - durable here, not confirmed
+                        unconfirmed = exc
             if log.segments[-1].base_address != st._segment_bases[-1]:
                 st._on_roll(durable_head + 1)
             # What the active segment's index will need at seal (built from memory then).
@@ -334,6 +348,9 @@ class Writer(threading.Thread):
                 st._frames.extend(frame_addrs)
             st._head = head
             st._notify(head)
+            if unconfirmed is not None:
+                results = [(req, res if isinstance(res, BaseException) else unconfirmed)
+                           for req, res in results]
         for req, res in results:
             if isinstance(res, BaseException):
                 req.future.set_exception(res)

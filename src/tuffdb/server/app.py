@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 # Face name -> module; start order is this order, stop order the reverse.
 FACE_MODULES = {
     "resp": "tuffdb.server.resp",
-    "grpc": "tuffdb.server.umadb_grpc",
-    "http": "tuffdb.server.ekodb_http",
+    "grpc": "tuffdb.server.umadb",
+    "http": "tuffdb.server.ekodb",
 }
 
 # Lifecycle lines (config, listening, ready, stopped, ...) are written at every
@@ -96,6 +96,9 @@ class Host:
         self.started = time.monotonic()
         self._stop = asyncio.Event()
         self._admin: AdminServer | None = None
+        self.node: Any = None  # the cluster node (tuffdb.cluster.node.Node) with --cluster
+        self.restart_reason: str | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- admin endpoint callbacks --------------------------------------------------
 
@@ -112,6 +115,9 @@ class Host:
         doc = {"status": status, "version": __version__, "pid": os.getpid(),
                "uptime_s": round(time.monotonic() - self.started, 3),
                "faces": faces, "unavailable": self.unavailable}
+        if self.node is not None:
+            doc["cluster"] = cluster = self.node.status()
+            doc["role"] = cluster["role"]
         return (200 if status == "ok" else 503), doc
 
     def face_states(self) -> dict[str, bool]:
@@ -120,6 +126,16 @@ class Host:
         return up
 
     # -- lifecycle ---------------------------------------------------------------------
+
+    def request_restart(self, reason: str) -> None:
+        """From any thread: stop gracefully, then start again in place (a cluster follower
+        that must load the leader's snapshot before its stores open)."""
+        loop = self._loop
+        if loop is None or self.restart_reason is not None:
+            return
+        self.restart_reason = reason
+        log.warning("restarting", reason=reason)
+        loop.call_soon_threadsafe(self._stop.set)
 
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
@@ -169,6 +185,8 @@ class Host:
                 raise StartupError(f"admin endpoint cannot listen on {where}: {exc}") from exc
             self._admin = admin
             log.info("listening", face="admin", address=admin.address)
+        if config.cluster is not None:
+            await self._join_cluster()
         for name, module_name in FACE_MODULES.items():
             port = getattr(config, f"{name}_port")
             if port == 0:
@@ -190,11 +208,38 @@ class Host:
             self.faces.append(face)
             address = getattr(face, "address", None) or _format_address(config.host, port)
             log.info("listening", face=name, address=address)
+        if self.node is not None:
+            self.node.start()
+
+    async def _join_cluster(self) -> None:
+        from tuffdb.cluster.node import Node  # noqa: PLC0415 (only with --cluster)
+        from tuffdb.server.face import set_cluster_node  # noqa: PLC0415
+
+        config = self.config
+        try:
+            node = Node(config, restart=self.request_restart)
+        except Error as exc:
+            raise StartupError(f"cluster {config.cluster}: {exc}") from exc
+        stores = {name: config.data_dir / sub for name, sub, port in (
+            ("kv", "kv", config.resp_port), ("documents", "documents", config.http_port),
+            ("events", "events", config.grpc_port)) if port}
+        try:
+            await asyncio.to_thread(node.bootstrap, stores)
+        except Error as exc:
+            raise StartupError(f"cluster {config.cluster}: cannot join through etcd "
+                               f"{config.etcd}: {exc}") from exc
+        self.node = node
+        set_cluster_node(node)
+        log.info("cluster joined", cluster=config.cluster, node=config.node_id,
+                 lsn=node.state.lsn, epoch=node.state.epoch)
 
     async def _shutdown(self) -> int:
         self.state = "stopping"
         log.info("stopping", faces=[face.name for face in reversed(self.faces)])
         code = 0
+        if self.node is not None:
+            # First: a leader hands its key back, so the others elect at once.
+            await asyncio.to_thread(self.node.stop)
         for face in reversed(self.faces):
             try:
                 await face.stop()
@@ -208,7 +253,7 @@ class Host:
         return code
 
     async def run(self) -> int:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
         log.info("starting", version=__version__, pid=os.getpid(), loop=self.loop_name,
@@ -249,5 +294,11 @@ def run(config: ServeConfig) -> int:
     lifecycle.setLevel(min(logging.INFO, lifecycle.getEffectiveLevel()))
     tune_gc()
     factory, loop_name = loop_factory()
+    host = Host(config, loop_name)
     with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(Host(config, loop_name).run())
+        code = runner.run(host.run())
+    if host.restart_reason is not None and code == 0:
+        # Start again in place: same pid, same arguments, fresh stores.
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    return code

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuffdb.server.face import cluster_node
 from tuffdb.server.loop_rounds import LoopRounds
 from tuffdb.server.resp.conn import Conn
 from tuffdb.server.resp.pubsub import Hub
@@ -78,6 +79,12 @@ class RespServer:
         self.tls = (Path(cert), Path(key)) if cert and key else None
         self.data_dir = Path(config.data_dir)
         self.store: KVStore = open_store(config, durability, interval_ms)
+        self.node = cluster_node()  # None unless tuffdb serve --cluster (docs/design/replication.md)
+        if self.node is not None:
+            from tuffdb.cluster.appliers import KVApplier  # noqa: PLC0415 (only in a cluster)
+            from tuffdb.cluster.node import Attached  # noqa: PLC0415
+
+            self.node.attach(Attached("kv", self.store, KVApplier(self.store, self.store)))
         self.always = durability == "always"
         self.requirepass: str | None = getattr(config, "requirepass", None) or None
         self.maxclients = int(resp_extra.get("maxclients", getattr(config, "maxclients", 10000)))
@@ -102,7 +109,7 @@ class RespServer:
         self._sweeper: asyncio.TimerHandle | None = None
         self._stopped = False
         # appendfsync always: each loop pass's batches share one fsync (loop_rounds.py)
-        self.rounds = LoopRounds(self.store)
+        self.rounds = LoopRounds(self.store, threaded=self.node is not None)
         self.key_count_cache: tuple[float, int, int] | None = None  # INFO keyspace
 
     # -- durability -----------------------------------------------------------------

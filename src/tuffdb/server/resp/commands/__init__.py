@@ -1,5 +1,14 @@
 """Command handlers, one module per Redis command group; importing registers them."""
 
-from tuffdb.server.resp.commands import admin, connection, hashes, keys, pubsub, strings, txn
+from tuffdb.server.resp.commands import (
+    admin,
+    cluster,
+    connection,
+    hashes,
+    keys,
+    pubsub,
+    strings,
+    txn,
+)
 
-__all__ = ["admin", "connection", "hashes", "keys", "pubsub", "strings", "txn"]
+__all__ = ["admin", "cluster", "connection", "hashes", "keys", "pubsub", "strings", "txn"]
