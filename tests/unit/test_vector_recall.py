@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tuffdb.documents import Database, Vector
+from tuffdb.documents.search_index import state_for
 from tuffdb.errors import ProtocolError
 
 if TYPE_CHECKING:
@@ -174,3 +175,20 @@ def test_updates_and_deletes_are_seen_at_once_while_the_graph_catches_up(db: Dat
     stats = emb.search_stats(settle=60)["vectors"][0]
     assert stats["vectors"] == 4000
     assert stats["graph"]["vectors"] + stats["graph"]["holdout"] == 4000
+
+
+def test_the_holdout_is_topped_up_after_deletes_and_the_graph_stays_whole(db: Database) -> None:
+    data, _ = make("gaussian", 5000, 16, seed=11)
+    emb = load(db, data[:4000], {"full_scan_threshold_kb": 0})
+    emb.search_stats(settle=60)
+    engine = state_for(emb).vectors["v", "cosine"].index
+    for rid in sorted(engine.holdout)[:150]:
+        emb.delete(rid)
+    emb.insert_many([{"id": f"{i}", "v": Vector(data[i].tolist())} for i in range(4000, 5000)])
+    stats = emb.search_stats(settle=60)["vectors"][0]
+    graph, cal = stats["graph"], stats["calibration"]
+    assert stats["vectors"] == 4850
+    assert graph["holdout"] == 200 and cal["sample"] == 200
+    assert graph["vectors"] + graph["holdout"] == 4850
+    q = data[4500].tolist()
+    assert emb.search("", vector=q, vector_k=1, ef_search=32)["results"][0]["record"]["id"] == "4500"

@@ -33,6 +33,7 @@ after a restart or crash (search_index.py), so it can never be stale.
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -119,6 +120,7 @@ class VectorEngine:
         self.rid_label: dict[str, int] = {}  # ids whose current vector is in the graph
         self.pending: dict[str, int] = {}  # ids waiting for (or being added to) the graph
         self.holdout: set[str] = set()  # kept out of the graph: the calibration's queries
+        self.in_flight: set[int] = set()  # labels the builder is adding right now
         self.dead_labels = 0
         self.changes = 0  # graph changes since the last calibration
         self.calibration: Calibration | None = None
@@ -167,12 +169,16 @@ class VectorEngine:
     def _retire(self, rid: str) -> None:
         """Forget ``rid``'s graph label (marked deleted if in the graph); under the lock."""
         label = self.rid_label.pop(rid, None)
-        if label is None:
-            label = self.pending.pop(rid, None)  # an in-flight label is marked by the builder
+        if label is not None:
+            self.graph.mark_deleted(label)
+        else:
+            label = self.pending.pop(rid, None)
             if label is None:
                 return
-        else:
-            self.graph.mark_deleted(label)
+            if label not in self.in_flight:  # never reached the graph: costs it nothing
+                self.label_rid[label] = None
+                return
+        # (an in-flight label is marked deleted by the builder once its add returns)
         self.label_rid[label] = None
         self.dead_labels += 1
         self.changes += 1
@@ -230,7 +236,8 @@ class VectorEngine:
                 chunk: list[tuple[str, int]] = []
             else:
                 graph = self.graph
-                chunk = list(self.pending.items())[:CHUNK]
+                chunk = list(itertools.islice(self.pending.items(), CHUNK))
+                self.in_flight = {label for _, label in chunk}
                 data = self.flat.vectors([rid for rid, _ in chunk])
                 need = chunk[-1][1] + 1
                 if need > graph.get_max_elements():
@@ -243,6 +250,7 @@ class VectorEngine:
         busy = time.monotonic() - self.last_write < WRITER_QUIET
         graph.add_items(data, labels, num_threads=1 if busy else BUILD_THREADS)
         with self.lock:
+            self.in_flight = set()
             if graph is not self.graph:
                 return True  # rebuilt meanwhile; the new graph has its own queue
             for rid, label in chunk:
@@ -258,6 +266,13 @@ class VectorEngine:
         """Measure recall@10 per ef with the held-out vectors as queries (see the docstring)."""
         started = time.perf_counter()
         with self.lock:
+            short = SAMPLE - len(self.holdout)
+            if short > 0 and len(self.rid_label) >= 2 * SAMPLE:  # deletes took some: top up
+                in_graph = list(self.rid_label)
+                for i in np.random.default_rng(len(in_graph)).choice(len(in_graph), short,
+                                                                    replace=False).tolist():
+                    self._retire(in_graph[i])
+                    self.holdout.add(in_graph[i])
             picked = sorted(self.holdout)
             members, changes = len(self.rid_label), self.changes
             if len(picked) < SAMPLE // 2 or members <= CALIBRATION_K:
