@@ -144,10 +144,6 @@ class TextIndex:
             self.lengths[field] = arr = np.zeros(self.alive.size, dtype=np.float32)
         return arr
 
-    def add(self, rid: str, record: dict[str, Any]) -> None:
-        """Index (or re-index) record ``rid``."""
-        self.add_many([(rid, record)])
-
     def add_many(self, items: Iterable[tuple[str, dict[str, Any]]]) -> None:  # noqa: C901 - one batch, field by field
         """Index (or re-index) a batch of ``(id, record)``; a later entry for an id wins."""
         batch = {rid: record for rid, record in items}
