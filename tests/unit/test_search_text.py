@@ -222,3 +222,29 @@ def test_top_10_agrees_with_a_reference_bm25_on_a_fixed_corpus(db: Database) -> 
         got = [r["record"]["id"] for r in docs.search(query, limit=10)["results"]]
         agreements.append(len(set(want) & set(got)))
     assert min(agreements) >= 9, agreements
+
+
+def test_dead_slots_are_compacted_and_searches_stay_exact(db: Database,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from tuffdb.documents.fulltext import postings  # noqa: PLC0415 - the knob under test
+
+    monkeypatch.setattr(postings, "COMPACT_MIN_DEAD", 8)
+    docs = db.collection("churn")
+    words = ["red", "green", "blue", "cyan"]
+    model = {f"r{i}": words[i % 4] + " " + words[(i + 1) % 4] for i in range(40)}
+    docs.insert_many([{"id": rid, "body": text} for rid, text in model.items()])
+    docs.search("red")
+    index = state_for(docs).text
+    for round_ in range(3):  # every record updated: 120 dead slots over 40 live ones
+        for i, rid in enumerate(sorted(model)):
+            model[rid] = words[(i + round_) % 4] + " " + words[(i * 3 + round_) % 4]
+        for rid, text in model.items():
+            docs.update(rid, {"body": text})
+    for rid in sorted(model)[:10]:
+        docs.delete(rid)
+        del model[rid]
+    assert index.check() == []
+    assert index.capacity < 2 * len(model) + 8  # renumbered, not grown by every update
+    for word in words:
+        got = {r["record"]["id"] for r in docs.search(word, limit=100)["results"]}
+        assert got == {rid for rid, text in model.items() if word in text.split()}
