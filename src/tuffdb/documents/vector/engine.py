@@ -120,6 +120,7 @@ class VectorEngine:
         self.rid_label: dict[str, int] = {}  # ids whose current vector is in the graph
         self.pending: dict[str, int] = {}  # ids waiting for (or being added to) the graph
         self.holdout: set[str] = set()  # kept out of the graph: the calibration's queries
+        self.outside = FlatIndex(self.metric, dimension)  # the holdout's vectors, scored exactly
         self.in_flight: set[int] = set()  # labels the builder is adding right now
         self.dead_labels = 0
         self.changes = 0  # graph changes since the last calibration
@@ -146,10 +147,15 @@ class VectorEngine:
             self.last_write = time.monotonic()
             self.flat.add_many(rids, data)
             if self.graph is not None:
+                held = []
                 for rid in rids:
                     self._retire(rid)
-                    if rid not in self.holdout:
+                    if rid in self.holdout:
+                        held.append(rid)
+                    else:
                         self.pending[rid] = self._new_label(rid)
+                if held:
+                    self.outside.add_many(held, self.flat.vectors(held))
             self._start_builder()
 
     def remove(self, rid: str) -> None:
@@ -157,7 +163,9 @@ class VectorEngine:
             if rid not in self.flat.rows:
                 return
             self.flat.remove(rid)
-            self.holdout.discard(rid)
+            if rid in self.holdout:
+                self.holdout.discard(rid)
+                self.outside.remove(rid)
             if self.graph is not None:
                 self._retire(rid)
                 self._start_builder()
@@ -211,6 +219,10 @@ class VectorEngine:
         picked: list[int] = (rng.choice(len(ids), SAMPLE, replace=False).tolist()
                              if len(ids) >= 2 * SAMPLE else [])
         self.holdout = {ids[i] for i in picked}
+        self.outside = FlatIndex(self.metric, self.dimension)
+        if picked:
+            held = [ids[i] for i in picked]
+            self.outside.add_many(held, self.flat.vectors(held))
         self.pending = {rid: self._new_label(rid) for rid in ids if rid not in self.holdout}
         self.calibration, self.changes = None, 0
         self.builds += 1
@@ -273,6 +285,7 @@ class VectorEngine:
                                                                     replace=False).tolist():
                     self._retire(in_graph[i])
                     self.holdout.add(in_graph[i])
+                    self.outside.add_many([in_graph[i]], self.flat.vectors([in_graph[i]]))
             picked = sorted(self.holdout)
             members, changes = len(self.rid_label), self.changes
             if len(picked) < SAMPLE // 2 or members <= CALIBRATION_K:
@@ -400,10 +413,13 @@ class VectorEngine:
             rid = names[lb]
             if rid is not None:
                 best[rid] = s
-        outside = [*self.pending, *self.holdout]  # not in the graph: scored exactly
-        if outside:
-            extra = outside if allowed is None else [r for r in outside if r in allowed]
-            best.update(self.flat.search(q, k, allowed=extra))
+        # not in the graph, scored exactly: the holdout (its own small matrix) and the queue
+        if self.holdout:
+            best.update(self.outside.search(q, k, allowed=None if allowed is None else [
+                r for r in self.holdout if r in allowed]))
+        if self.pending:
+            best.update(self.flat.search(q, k, allowed=list(self.pending) if allowed is None
+                                         else [r for r in self.pending if r in allowed]))
         ranked = sorted(best.items(), key=lambda t: (-t[1], t[0]))
         if len(ranked) < k and allowed is not None:
             return self.flat.search(q, k, allowed=allowed)
