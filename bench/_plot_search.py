@@ -1,7 +1,10 @@
 """The search benchmark's chart and table, from a raw result only.
 
     python bench/search.py plot                          # docs/benchmarks/search/latest.json
-    python bench/search.py plot RESULT.json --out DIR
+    python bench/search.py plot RESULT.json [MORE.json ...] --out DIR
+
+Several raw files (e.g. one run per data kind) make one table and one chart, a row per
+data kind of each run, each row naming its run: ratios are only ever taken within a run.
 
 Writes ``results.md`` (per data kind: ingest, text, vector, exact, hybrid and server
 figures with tuffdb's ratios to the peers) and ``search.png`` beside the result, or in
@@ -52,45 +55,59 @@ def plot(result: dict[str, Any], path: Path) -> None:
         ax.set_title(title)
         ax.set_yscale("log")
         ax.legend(fontsize=8)
-    fig.suptitle(f"bench/search.py run {result['run_id']} (one run, median of passes)")
+    fig.suptitle("bench/search.py " + ", ".join(r["run_id"] for r in result["runs"])
+                 + " (median of interleaved passes; ratios within a run)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
 
+def _q(cell: dict[str, Any]) -> str:
+    """q/s as ``median [min-max]`` over the passes; ``N=`` when a pass was capped short."""
+    q = cell["qps"]
+    capped = f" N={cell['queries']}" if cell.get("queries", 1000) < 1000 else ""
+    return f"{q['median']:,.0f} [{q['min']:,.0f}-{q['max']:,.0f}]{capped}"
+
+
 def markdown(result: dict[str, Any]) -> str:
-    rows = ["| data | docs | ingest docs/s tuffdb / FTS5 / Tantivy (ratio) | graph ready s "
-            "| text q/s tuffdb / FTS5 / Tantivy (ratio) | vector q/s tuffdb default (recall, "
-            "method) / best bare hnsw at 0.95 (ratio) | exact q/s tuffdb / best bare flat (ratio) "
-            "| hybrid q/s | server text / vector q/s |", "|---" * 9 + "|"]
+    rows = ["| run | data | docs | ingest docs/s: tuffdb / FTS5 / Tantivy (tuffdb/FTS5) "
+            "| tuffdb graph ready s | text q/s: tuffdb / FTS5 / Tantivy (tuffdb/FTS5) "
+            "| vector q/s at recall@10 >= 0.95: tuffdb default (recall, method) / tuffdb index "
+            "alone / best bare HNSW (default/bare) | exact q/s: tuffdb / best bare flat "
+            "(ratio) | hybrid q/s | server text / vector q/s |", "|---" * 10 + "|"]
     for k in result["kinds"]:
         ing, txt, vec = k["ingest"], k["text"], k["vector"]
-        bare = max((vec[p]["at_target"]["qps"]["median"] for p in ("hnswlib", "faiss_hnsw")
-                    if vec[p]["at_target"]), default=None)
-        flat = max(vec["numpy_flat"]["qps"]["median"], vec["faiss_flat"]["qps"]["median"])
+        bares = [vec[p]["at_target"] for p in ("hnswlib", "faiss_hnsw") if vec[p]["at_target"]]
+        bare = max(bares, key=lambda c: c["qps"]["median"], default=None)
+        flat = max((vec["numpy_flat"], vec["faiss_flat"]), key=lambda c: c["qps"]["median"])
         ratio = vec["ratio_default_over_best_bare_at_target"]
         srv = k.get("server")
+        default = vec["tuffdb_default"]
         rows.append(
-            f"| {k['data']} | {k['docs']:,} | {ing['tuffdb_docs_per_s']:,.0f} / "
+            f"| {k['run_id']} | {k['data']} | {k['docs']:,} | {ing['tuffdb_docs_per_s']:,.0f} / "
             f"{ing['fts5_docs_per_s']:,.0f} / {ing['tantivy_docs_per_s']:,.0f} "
             f"({ing['ratio_tuffdb_over_fts5']:.2f}x) | {ing['tuffdb_graph_ready_s']:.0f} | "
-            f"{txt['tuffdb']['qps']['median']:,.0f} / {txt['fts5']['qps']['median']:,.0f} / "
-            f"{txt['tantivy']['qps']['median']:,.0f} ({txt['ratio_tuffdb_over_fts5']:.1f}x) | "
-            f"{vec['tuffdb_default']['qps']['median']:,.0f} ({vec['tuffdb_default']['recall']:.3f}, "
-            f"{'/'.join(vec['tuffdb_default']['methods'])}) / "
-            f"{'-' if bare is None else f'{bare:,.0f}'} "
-            f"({'-' if ratio is None else f'{ratio:.2f}x'}; index alone "
-            f"{vec['tuffdb_index_only']['qps']['median']:,.0f}) | "
-            f"{vec['tuffdb_exact']['qps']['median']:,.0f} / {flat:,.0f} "
+            f"{_q(txt['tuffdb'])} / {_q(txt['fts5'])} / {_q(txt['tantivy'])} "
+            f"({txt['ratio_tuffdb_over_fts5']:.1f}x) | "
+            f"{_q(default)} ({default['recall']:.3f}, {'/'.join(default['methods'])}) / "
+            f"{_q(vec['tuffdb_index_only'])} / "
+            f"{'-' if bare is None else _q(bare) + ' ef ' + str(bare['ef'])} "
+            f"({'-' if ratio is None else f'{ratio:.2f}x'}) | "
+            f"{_q(vec['tuffdb_exact'])} / {_q(flat)} "
             f"({vec['ratio_exact_over_best_bare_flat']:.2f}x) | "
-            f"{k['hybrid']['tuffdb']['qps']['median']:,.0f} | "
-            + (f"{srv['text']['qps']['median']:,.0f} / {srv['vector']['qps']['median']:,.0f} |"
-               if srv else "- |"))
-    return (f"# bench/search.py run {result['run_id']}\n\n" + "\n".join(rows) + "\n\n"
-            f"Command: `{result['environment'].get('command', '')}`; raw: "
-            f"`{result['run_id']}.json`.\n")
+            f"{_q(k['hybrid']['tuffdb'])} | "
+            + (f"{_q(srv['text'])} / {_q(srv['vector'])} |" if srv else "- |"))
+    runs = "\n".join(f"- `{r['run_id']}.json`: `{r['environment'].get('command', '')}` "
+                     f"(commit {r['environment'].get('git', {}).get('commit', '?')[:10]})"
+                     for r in result["runs"])
+    return ("# bench/search.py results\n\n" + "\n".join(rows) + "\n\nRuns:\n\n" + runs
+            + "\n\n[min-max] over the interleaved passes; N= queries when a pass hit the time "
+            "cap.\n")
 
 
-def draw(result: dict[str, Any], out: Path) -> None:
+def draw(results: list[dict[str, Any]], out: Path) -> None:
+    """``results.md`` and ``search.png`` in ``out`` from one or more raw results."""
+    result = {"runs": results,
+              "kinds": [{**k, "run_id": r["run_id"]} for r in results for k in r["kinds"]]}
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.md").write_text(markdown(result))
     plot(result, out / "search.png")
@@ -98,13 +115,13 @@ def draw(result: dict[str, Any], out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    p.add_argument("result", nargs="?",
-                   default=str(REPO / "docs" / "benchmarks" / "search" / "latest.json"))
-    p.add_argument("--out", help="output directory (default: the result's own)")
+    p.add_argument("results", nargs="*",
+                   default=[str(REPO / "docs" / "benchmarks" / "search" / "latest.json")])
+    p.add_argument("--out", help="output directory (default: the first result's own)")
     args = p.parse_args(argv)
-    result_path = Path(args.result)
-    out = Path(args.out) if args.out else result_path.parent
-    draw(json.loads(result_path.read_text()), out)
+    paths = [Path(r) for r in args.results]
+    out = Path(args.out) if args.out else paths[0].parent
+    draw([json.loads(r.read_text()) for r in paths], out)
     print(f"wrote {out / 'results.md'} and {out / 'search.png'}")
     return 0
 
