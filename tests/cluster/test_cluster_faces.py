@@ -19,7 +19,7 @@ import pytest
 import redis
 import umadb
 from redis.sentinel import Sentinel
-from tuffdb_cluster import ServerCluster, until
+from tuffdb.testing.cluster import ServerCluster, until
 
 from tuffdb.testing.etcd import EtcdCluster
 

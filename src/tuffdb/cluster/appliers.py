@@ -43,8 +43,13 @@ class KVApplier:
 
 
 class EventsApplier:
+    """Rounds are held until :meth:`flush`, then appended in runs: the rounds of a run that
+    continue one another in one segment go in one ``replica_apply`` (one write, one fsync),
+    as a leader's drain would."""
+
     def __init__(self, store: Any) -> None:
         self.store = store
+        self.pending: list[tuple[int, int, bytes]] = []  # (segment base, address, frames)
 
     def apply(self, parts: list[Part]) -> None:
         for name, offset, data in parts:
@@ -52,11 +57,29 @@ class EventsApplier:
             if not stem.isdigit():
                 raise CorruptionError(f"replicated event frames for an unknown file {name!r}")
             base = int(stem)
-            address = base + offset - SEGMENT_HEADER_SIZE
-            tail = self.store._log.tail_address  # noqa: SLF001 - the store's own log
-            if address + len(data) <= tail:
-                continue  # already here (a snapshot, or a replay after a restart, had it)
-            self.store.replica_apply(base, address, data)
+            self.pending.append((base, base + offset - SEGMENT_HEADER_SIZE, data))
 
     def flush(self) -> None:
-        """Nothing: each apply is fsynced before it returns (and published)."""
+        pending, self.pending = self.pending, []
+        run: list[bytes] = []
+        run_base = run_start = run_end = -1
+        for base, address, data in pending:
+            if run and base == run_base and address == run_end:
+                run.append(data)
+                run_end += len(data)
+                continue
+            self._append(run_base, run_start, run)
+            run, run_base, run_start, run_end = [data], base, address, address + len(data)
+        self._append(run_base, run_start, run)
+
+    def _append(self, base: int, address: int, run: list[bytes]) -> None:
+        if not run:
+            return
+        data = run[0] if len(run) == 1 else b"".join(run)
+        tail = self.store._log.tail_address  # noqa: SLF001 - the store's own log
+        if address < tail:  # some already here (a snapshot, or a replay after a restart)
+            if address + len(data) <= tail:
+                return
+            # The log here is a prefix of the same bytes, cut at a committed frame end.
+            data, address = data[tail - address:], tail
+        self.store.replica_apply(base, address, data)

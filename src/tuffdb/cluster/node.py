@@ -60,10 +60,19 @@ log = get_logger("tuffdb.cluster")
 
 TICK_S = 0.1
 LEASE_MARGIN_FRACTION = 0.2  # of the TTL: a leader stops acknowledging this much early
-RING_BYTES = 256 << 20
 
 FAILOVERS = metrics.REGISTRY.counter(
     "tuffdb_cluster_failovers_total", "times this node became the leader of a new epoch")
+EPOCH = metrics.REGISTRY.gauge("tuffdb_cluster_epoch", "the leader epoch this node follows or leads")
+LSN = metrics.REGISTRY.gauge("tuffdb_cluster_lsn", "this node's durable replication position")
+IS_LEADER = metrics.REGISTRY.gauge("tuffdb_cluster_is_leader", "1 while this node leads")
+IN_SYNC = metrics.REGISTRY.gauge("tuffdb_cluster_sync_replicas_in_sync",
+                                 "followers in the leader's sync set")
+LAG_S = metrics.REGISTRY.gauge("tuffdb_cluster_lag_seconds",
+                               "a follower: how far behind the leader's clock; a leader: the "
+                               "largest of its followers'")
+LAG_BYTES = metrics.REGISTRY.gauge("tuffdb_cluster_lag_bytes",
+                                   "a leader: bytes of rounds its slowest follower lacks")
 TRUNCATED = metrics.REGISTRY.counter(
     "tuffdb_cluster_truncated_rounds_total",
     "rounds this node gave up when it rejoined a new leader (never acknowledged under "
@@ -81,6 +90,7 @@ class Attached:
     store: Any
     applier: Applier
     on_promote: Callable[[], None] | None = None
+    asynchronous: bool = False  # its confirm hook takes a callback (the event store's)
 
 
 class Node:
@@ -93,6 +103,7 @@ class Node:
                       "http": config.http_port, "admin": config.admin_port,
                       "replication": config.replication_port}
         self.dir: Path = Path(config.data_dir) / "cluster"
+        self.ring_bytes = int(config.replication_buffer_mb) << 20
         self.state = node_state.load(self.dir)
         ttl = max(1, int(config.lease_ttl))
         self.ttl = ttl
@@ -355,6 +366,17 @@ class Node:
                 self.leader = None
                 self._elect()
         self._publish()
+        self._gauges()
+
+    def _gauges(self) -> None:
+        status = self.status()
+        EPOCH.set(status["epoch"])
+        LSN.set(status["lsn"])
+        IS_LEADER.set(1 if status["role"] == "leader" else 0)
+        followers = status.get("followers", {})
+        IN_SYNC.set(sum(1 for f in followers.values() if f["in_sync"]))
+        LAG_S.set(max([f["lag_s"] for f in followers.values()], default=status.get("lag_s", 0)))
+        LAG_BYTES.set(max([f["lag_bytes"] for f in followers.values()], default=0))
 
     def _read_cluster(self) -> None:
         res = self.etcd.get(self.prefix, prefix=True)
@@ -407,7 +429,7 @@ class Node:
             state_dir=self.dir, appliers={s.name: s.applier for s in self.stores.values()},
             newest_epoch=lambda: self.state.epoch,
             on_snapshot_needed=lambda: self._restart("this node needs the leader's snapshot"),
-            ring_bytes=RING_BYTES)
+            ring_bytes=self.ring_bytes)
         self.client.start()
         log.info("role: follower", leader=leader.get("node"), epoch=epoch, address=address)
 
@@ -464,11 +486,12 @@ class Node:
         self.lease.renewed(self._renewed_at)  # the txn does not renew the lease
         seq = Sequencer(epoch=epoch, last_lsn=self.state.lsn, lease=self.lease,
                         required=self.required, timeout_s=self.config.confirm_timeout_ms / 1000,
-                        ring_bytes=RING_BYTES)
+                        ring_bytes=self.ring_bytes)
         seq.adopt(rounds)
         self.sequencer = seq
         for s in self.stores.values():
-            s.store.set_replication_hooks(seq.tap(s.name), seq.confirm(s.name))
+            confirm = seq.confirm_later(s.name) if s.asynchronous else seq.confirm(s.name)
+            s.store.set_replication_hooks(seq.tap(s.name), confirm)
         self.server = ReplicationServer(
             host=self.config.host, port=self.config.replication_port, cluster=self.cluster,
             node=self.node_id, sequencer=seq, history=lambda: self.state.history,
@@ -565,19 +588,19 @@ class Node:
             raise ProtocolError("no longer the leader")
         staging = Path(tempfile.mkdtemp(prefix="snapshot-", dir=self.dir))
         files: list[SnapshotFile] = []
-        seq.pause()
+        # Every round up to ``lsn`` was durable (its tap runs after its fsync) before the
+        # stores' snapshots are taken, so each snapshot holds it; a round after ``lsn`` may
+        # be in a snapshot too, and is applied again from the stream: the stores' apply
+        # paths leave the same state when a round is applied twice (appliers.py).
+        lsn = seq.last_lsn
         try:
-            lsn = seq.last_lsn
             for s in self.stores.values():
-                shipper = getattr(s.store, "shipper", None)
-                if shipper is None:
-                    raise ProtocolError(f"store {s.name} cannot take snapshots")
-                snap = shipper.snapshot(staging / s.name)
+                snap = s.store.shipper.snapshot(staging / s.name)
                 for name, size, _kind in snap.files:
-                    path = staging / s.name / name
-                    files.append(SnapshotFile(s.name, name, size, _reader(path)))
-        finally:
-            seq.resume()
+                    files.append(SnapshotFile(s.name, name, size, _reader(snap.path(name))))
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         return lsn, files, lambda: shutil.rmtree(staging, ignore_errors=True)
 
 

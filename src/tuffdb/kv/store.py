@@ -838,6 +838,11 @@ class KVStore(MutableMapping[bytes, bytes]):
     def durability(self) -> str:
         return self._durability
 
+    @property
+    def key_id(self) -> int:
+        """Id of the encryption key the store writes with (0: not encrypted)."""
+        return self._codec.key_id
+
     def write_ticket(self) -> int:
         """A ticket covering every write issued so far (see :meth:`when_durable`)."""
         self._require_open()

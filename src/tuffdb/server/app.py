@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import gc
 import importlib
+import json
 import logging
 import os
 import signal
@@ -96,6 +97,8 @@ class Host:
         self.started = time.monotonic()
         self._stop = asyncio.Event()
         self._admin: AdminServer | None = None
+        self.archiver: Any = None  # tuffdb.backup.archive.Archiver with --archive
+        self._backup_running = False
         self.node: Any = None  # the cluster node (tuffdb.cluster.node.Node) with --cluster
         self.restart_reason: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -115,10 +118,77 @@ class Host:
         doc = {"status": status, "version": __version__, "pid": os.getpid(),
                "uptime_s": round(time.monotonic() - self.started, 3),
                "faces": faces, "unavailable": self.unavailable}
+        if self.archiver is not None:
+            doc["archive"] = self.archiver.status()
+            if status == "ok" and doc["archive"]["status"] != "ok":
+                status = doc["status"] = "degraded"
         if self.node is not None:
             doc["cluster"] = cluster = self.node.status()
             doc["role"] = cluster["role"]
         return (200 if status == "ok" else 503), doc
+
+    def stores(self) -> dict[str, Any]:
+        """The open stores of the running faces, by data subdirectory (``kv``, ...)."""
+        out: dict[str, Any] = {}
+        for face in self.faces:
+            stores = getattr(face, "stores", None)
+            if stores is not None:
+                out.update(stores())
+        return out
+
+    async def backup(self, body: bytes) -> tuple[int, dict[str, Any]]:
+        """``POST /backup`` with ``{"dest": URL, "link": false}``: back up every store."""
+        from tuffdb.backup import datadir  # noqa: PLC0415 (only when asked)
+        from tuffdb.backup.objstore import open_target  # noqa: PLC0415
+        from tuffdb.backup.take import STAGING_DIR, take_backup  # noqa: PLC0415
+
+        try:
+            req = json.loads(body or b"{}")
+            dest = req["dest"]
+            if not isinstance(dest, str) or not dest:
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            return 400, {"error": 'the body must be JSON {"dest": "<directory or s3://...>"}'}
+        if self.state != "running":
+            return 503, {"error": f"the server is {self.state}"}
+        if self._backup_running:
+            return 409, {"error": "a backup is already running"}
+        self._backup_running = True
+        try:
+            sources = datadir.sources_of(self.stores())
+            config = self.config
+            log.info("backup started", dest=dest)
+            manifest = await asyncio.to_thread(
+                take_backup, sources, open_target(dest), config.data_dir / STAGING_DIR,
+                extra=datadir.extra_files(config.data_dir), link=bool(req.get("link")))
+        except Error as exc:
+            log.error("backup failed", dest=dest, error=str(exc))
+            return (409 if "not empty" in str(exc) else 500), {"error": str(exc)}
+        finally:
+            self._backup_running = False
+        log.info("backup finished", dest=dest)
+        return 200, {"dest": dest, "time_ns": manifest.time_ns,
+                     "stores": {n: {"time_ns": s.time_ns, "positions": s.positions,
+                                    "files": len(s.files)}
+                                for n, s in manifest.stores.items()}}
+
+    def _start_archiver(self) -> None:
+        from tuffdb.backup import datadir  # noqa: PLC0415
+        from tuffdb.backup.archive import Archiver  # noqa: PLC0415
+        from tuffdb.backup.objstore import open_target  # noqa: PLC0415
+
+        config = self.config
+        assert config.archive is not None
+        try:
+            target = open_target(config.archive)
+        except (Error, ImportError) as exc:
+            raise StartupError(f"archive {config.archive}: {exc}") from exc
+        self.archiver = Archiver(
+            target, datadir.sources_of(self.stores()), config.data_dir / ".archive",
+            interval_s=config.archive_interval, base_interval_s=config.archive_base_interval,
+            retention_s=config.archive_retention, degraded_lag_s=config.archive_lag_degraded)
+        self.archiver.start()
+        log.info("archiving", target=target.url, interval_s=config.archive_interval)
 
     def face_states(self) -> dict[str, bool]:
         up = dict.fromkeys(FACE_MODULES, False)
@@ -177,7 +247,8 @@ class Host:
         except OSError as exc:
             raise StartupError(f"cannot create data_dir {config.data_dir}: {exc}") from exc
         if config.admin_port:
-            admin = AdminServer(config.host, config.admin_port, self.health, self.face_states)
+            admin = AdminServer(config.host, config.admin_port, self.health, self.face_states,
+                                self.backup)
             try:
                 await admin.start()
             except OSError as exc:
@@ -208,6 +279,8 @@ class Host:
             self.faces.append(face)
             address = getattr(face, "address", None) or _format_address(config.host, port)
             log.info("listening", face=name, address=address)
+        if config.archive:
+            self._start_archiver()
         if self.node is not None:
             self.node.start()
 
@@ -240,6 +313,8 @@ class Host:
         if self.node is not None:
             # First: a leader hands its key back, so the others elect at once.
             await asyncio.to_thread(self.node.stop)
+        if self.archiver is not None:  # ships what is pending while the stores are open
+            await asyncio.to_thread(self.archiver.stop)
         for face in reversed(self.faces):
             try:
                 await face.stop()

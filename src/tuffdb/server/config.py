@@ -68,6 +68,11 @@ class ServeConfig:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     log_level: str = "info"
+    archive: str | None = None
+    archive_interval: float = 1.0
+    archive_base_interval: float = 3600.0
+    archive_retention: float = 7 * 86400.0
+    archive_lag_degraded: float = 30.0
     cluster: str | None = None
     etcd: str | None = None
     node_id: str | None = None
@@ -76,6 +81,7 @@ class ServeConfig:
     sync_replicas: int | None = None
     lease_ttl: int = 3
     confirm_timeout_ms: int = 2000
+    replication_buffer_mb: int = 256
     extra: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
 
 
@@ -90,6 +96,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise ValueError("must be a positive integer")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError("must be a positive number of seconds")
     return value
 
 
@@ -117,7 +130,7 @@ def _choice(*allowed: str) -> Callable[[str], str]:
 
 
 # name -> (parser of the text form, help); the order is the order of --help.
-_METAVARS = {"durability": "MODE", "requirepass": "PASSWORD", "maxclients": "N",
+_METAVARS = {"archive": "URL", "durability": "MODE", "requirepass": "PASSWORD", "maxclients": "N",
              "log_level": "LEVEL", "api_key": "KEY", "data_dir": "DIR", "cluster": "NAME",
              "etcd": "URLS", "node_id": "ID", "advertise": "HOST", "sync_replicas": "N",
              "lease_ttl": "SECONDS"}
@@ -138,6 +151,11 @@ _OPTIONS: dict[str, tuple[Callable[[str], Any], str]] = {
     "tls_cert": (Path, "TLS certificate (PEM); needs --tls-key"),
     "tls_key": (Path, "TLS private key (PEM); needs --tls-cert"),
     "log_level": (_choice(*LOG_LEVELS), "lowest level logged: debug|info|warning|error"),
+    "archive": (str, "archive continuously to a directory or s3://bucket/prefix"),
+    "archive_interval": (_seconds, "ship log tails to the archive at least this often, s"),
+    "archive_base_interval": (_seconds, "take a base backup into the archive this often, s"),
+    "archive_retention": (_seconds, "keep restore points for this long, s"),
+    "archive_lag_degraded": (_seconds, "/health says degraded past this archive lag, s"),
     "cluster": (_name, "join the replicated cluster of this name (needs --etcd, --node-id)"),
     "etcd": (str, "etcd client URLs, comma-separated, e.g. http://10.0.0.1:2379"),
     "node_id": (_name, "this node's name in the cluster (unique, stable across restarts)"),
@@ -149,6 +167,8 @@ _OPTIONS: dict[str, tuple[Callable[[str], Any], str]] = {
     "lease_ttl": (_positive, "seconds the leader's etcd lease lasts without renewal"),
     "confirm_timeout_ms": (_positive, "how long a durable write waits for its followers "
                                       "before it fails (NOREPLICAS)"),
+    "replication_buffer_mb": (_positive, "recent rounds the leader keeps for followers that "
+                                         "fall behind; one further behind takes a snapshot"),
 }
 _SECRETS = frozenset({"requirepass", "api_key"})
 _DEFAULTS = ServeConfig()
@@ -170,7 +190,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _coerce(name: str, value: object, source: str) -> Any:
     parse = _OPTIONS[name][0]
-    if isinstance(value, bool) or not isinstance(value, str | int):
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ConfigError(f"{source}: must be a string or integer, not {value!r}")
     try:
         return parse(str(value))

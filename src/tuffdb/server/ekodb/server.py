@@ -215,6 +215,10 @@ class EkoDBFace:
         self.app.close()
         self.db.close()
 
+    def stores(self) -> dict[str, Any]:
+        """This face's store by data subdirectory (backup and archiving read it)."""
+        return {"documents": self.db.kv}
+
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "port": self.port, "collections": len(self.db.collections())}
 

@@ -199,6 +199,10 @@ class RespServer:
         with contextlib.suppress(Exception):
             await loop.run_in_executor(None, self.store.close)
 
+    def stores(self) -> dict[str, Any]:
+        """This face's store by data subdirectory (backup and archiving read it)."""
+        return {"kv": self.store}
+
     def health(self) -> dict[str, Any]:
         return {
             "status": "degraded" if self.degraded else "ok",

@@ -65,7 +65,8 @@ class UmaDBFace:
             from tuffdb.cluster.appliers import EventsApplier  # noqa: PLC0415 (in a cluster)
             from tuffdb.cluster.node import Attached  # noqa: PLC0415
 
-            self.node.attach(Attached("events", self.store, EventsApplier(self.store)))
+            self.node.attach(Attached("events", self.store, EventsApplier(self.store),
+                                      asynchronous=True))
             self.node.forward_handlers["events.append"] = self._forwarded_append
         self.host = host
         self.port = port
@@ -113,6 +114,10 @@ class UmaDBFace:
         if self._server is not None:
             await self._server.stop(GRACE_SECONDS)
         await asyncio.to_thread(self.store.close)
+
+    def stores(self) -> dict[str, Any]:
+        """This face's store by data subdirectory (backup and archiving read it)."""
+        return {"events": self.store}
 
     def health(self) -> dict[str, Any]:
         return {

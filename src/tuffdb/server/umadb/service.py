@@ -128,14 +128,16 @@ class DCBService:
         answers with the leader's reply, exactly."""
         loop = self.loop
         if node.is_leader():
-            fut = loop.run_in_executor(None, append_now, self.store, raw)
+            # Queued for the writer thread at once (it batches every queued append into one
+            # drain); answered on the loop when its drain is durable and confirmed.
+            fut = submit_append(self.store, raw)
 
-            def settle(f: asyncio.Future[int]) -> None:
+            def settle(f: Future[int]) -> None:
                 exc = f.exception()
                 if exc is not None:
-                    call.fail(exc)
+                    loop.call_soon_threadsafe(call.fail, exc)
                 else:
-                    call.reply(wire.head_message(f.result()))
+                    loop.call_soon_threadsafe(call.reply, wire.head_message(f.result()))
 
             fut.add_done_callback(settle)
             return
@@ -273,6 +275,11 @@ class DCBService:
 
 def append_now(store: EventStore, raw: bytes) -> int:
     """Commit one serialized AppendRequest and wait for it (a thread other than the loop)."""
+    return submit_append(store, raw).result()
+
+
+def submit_append(store: EventStore, raw: bytes) -> Future[int]:
+    """Queue one serialized AppendRequest for the store's writer thread."""
     req = pb.AppendRequest.FromString(raw)
     tails, types, tags, uuids, tracking = wire.encode_append(req, raw)
     items = None
@@ -284,7 +291,8 @@ def append_now(store: EventStore, raw: bytes) -> int:
             items = wire.items_from_pb(c.fail_if_events_match)
     fut = store.submit_encoded(tails, types, tags, uuids, tracking=tracking, items=items,
                                after=after)
-    return fut.result()
+    assert isinstance(fut, Future)  # not deferred: the writer thread's future
+    return fut
 
 
 class HealthService:

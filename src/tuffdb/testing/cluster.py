@@ -1,9 +1,10 @@
-"""Real ``tuffdb serve --cluster`` processes for the cluster tests.
+"""Real ``tuffdb serve --cluster`` processes, for the cluster tests and bench/replication.py.
 
 Each :class:`ServerNode` is one process on loopback with its own data directory and free
 ports; its JSON log lines are collected from stderr, and its state is read from its admin
 port's ``/health`` (role, epoch, LSN, followers). Waiting is always for a condition with
-an upper bound (``until``), never a sleep.
+an upper bound (``until``), never a sleep. Every node gets the same encryption key (a
+cluster's documents face needs one) and ``--durability always``.
 """
 
 from __future__ import annotations
@@ -45,18 +46,22 @@ def until(what: str, check: Callable[[], Any], timeout: float = WAIT_S) -> Any:
 
 
 class ServerNode:
-    def __init__(self, root: Path, node_id: str, etcd: str, *, cluster: str = "c",
-                 extra: list[str] | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(self, root: Path, node_id: str, etcd: str | None, *, cluster: str = "c",
+                 extra: list[str] | None = None, host: str = "127.0.0.1",
+                 python: str = sys.executable) -> None:
         self.node_id = node_id
         self.cluster = cluster
         self.dir = root / node_id
         self.host = host
         self.ports = {name: free_port(host) for name in
                       ("resp", "grpc", "http", "admin", "replication")}
-        self.argv = [sys.executable, "-m", "tuffdb", "serve", "--data-dir", str(self.dir),
-                     "--host", host, "--cluster", cluster, "--etcd", etcd,
-                     "--node-id", node_id, "--durability", "always", "--lease-ttl", "2",
-                     *(f"--{n}-port={p}" for n, p in self.ports.items()), *(extra or [])]
+        clustered = ["--cluster", cluster, "--etcd", etcd, "--node-id", node_id,
+                     "--lease-ttl", "2"] if etcd is not None else []
+        ports = self.ports if etcd is not None else {
+            k: v for k, v in self.ports.items() if k != "replication"}
+        self.argv = [python, "-m", "tuffdb", "serve", "--data-dir", str(self.dir),
+                     "--host", host, *clustered, "--durability", "always",
+                     *(f"--{n}-port={p}" for n, p in ports.items()), *(extra or [])]
         self.env = dict(os.environ, TUFFDB_ENCRYPTION_KEY=KEY_HEX)
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[dict[str, Any]] = []
