@@ -95,8 +95,8 @@ def test_default_recall_at_20000_vectors_with_the_graph_in_use(db: Database, kin
 @pytest.mark.once
 @pytest.mark.parametrize(("kind", "dim"), [("gaussian", 64), ("gaussian", 128), ("clustered", 128)])
 def test_default_recall_at_100000_vectors(db: Database, kind: str, dim: int) -> None:
-    # ef_construction 32 keeps the build lean; the calibration has to make up for it
-    check_default_recall(db, kind, 100_000, dim, {"ef_construction": 32})
+    # ef_construction 64 keeps the build lean; the calibration has to make up for it
+    check_default_recall(db, kind, 100_000, dim, {"ef_construction": 64})
 
 
 def test_exact_below_the_full_scan_threshold_and_explain_says_so(db: Database) -> None:
