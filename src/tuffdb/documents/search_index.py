@@ -2,15 +2,17 @@
 
 State is built on first use after open by one prefix scan of the collection (under the
 database lock, so no write slips between the scan and the first maintained write) and
-then maintained by :class:`SearchListener` on every commit (see listeners.py). Nothing
-is persisted: after a crash or restart the indexes are rebuilt from the records, so
-they can never be stale. A schema change (new text or vector index definitions) drops
+then maintained by :class:`SearchListener`, one batch per commit (see listeners.py).
+Nothing is persisted: after a crash or restart the indexes are rebuilt from the records,
+so they can never be stale (an hnsw graph is rebuilt behind by its builder thread while
+searches run exactly: vector/engine.py). A schema change (new text or vector index definitions) drops
 the state; the next search rebuilds it.
 
 Which text is indexed: the fields whose schema index is ``{"type": "text"}`` (each in
 its ``language``); with no such field, every string field (top-level, in lists and in
 nested maps as dotted paths) in English. Vector indexes: one per schema field with
-``{"type": "vector", ...}`` (its algorithm, metric, m, ef_construction, dimension),
+``{"type": "vector", ...}`` (its algorithm, metric, m, ef_construction, ef_search,
+dimension, and tuffdb's ``recall`` and ``full_scan_threshold_kb``; vector/engine.py),
 plus a flat index built on demand the first time a request searches another
 ``(field, metric)`` pair. Only schema vector indexes refuse writes of the wrong
 dimension; an on-demand index skips such records.
