@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import random
 import signal
 import threading
@@ -94,8 +95,9 @@ class Harness:
                 import subprocess  # noqa: PLC0415 - debugging only
                 for n in self.nodes:
                     if n.alive:
+                        spy = str(Path(sys.executable).with_name("py-spy"))
                         dumps += f"\n==== {n.node_id}\n" + subprocess.run(
-                            ["py-spy", "dump", "--pid", str(n.proc.pid)], capture_output=True,
+                            [spy, "dump", "--pid", str(n.proc.pid)], capture_output=True,
                             text=True, check=False).stdout
                 Path(os.environ["TUFFDB_DEBUG_DUMP"]).write_text(dumps)
             raise AssertionError(f"{exc}; nodes: {self.roles()}; logs: {logs}") from None
