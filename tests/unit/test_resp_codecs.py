@@ -13,7 +13,7 @@ from tuffdb.server.resp.commands.common import to_float, to_int
 from tuffdb.server.resp.commands.numbers import add_and_format
 from tuffdb.server.resp.glob import compile_glob, literal_prefix
 from tuffdb.server.resp.table import TABLE, CommandError
-from tuffdb.server.resp.values import decode_hash, encode_hash, encode_string, type_name
+from tuffdb.server.resp.keyspace import sortable, stored, type_name, unsortable, user_key
 
 
 def test_resp2_and_resp3_shapes() -> None:
@@ -55,16 +55,24 @@ def test_glob_never_raises_on_any_pattern(pattern: bytes) -> None:
     compile_glob(pattern)(b"some key")
 
 
-@given(st.dictionaries(st.binary(max_size=20), st.binary(max_size=50), max_size=20))
-def test_hash_encoding_round_trips(fields: dict[bytes, bytes]) -> None:
-    raw = encode_hash(fields)
-    assert type_name(raw) == b"hash"
-    assert decode_hash(raw) == fields
+@given(st.lists(st.floats(allow_nan=False), min_size=2, max_size=20))
+def test_score_encoding_sorts_like_the_numbers_and_round_trips(scores: list[float]) -> None:
+    encoded = [sortable(x) for x in scores]
+    assert [unsortable(e) for e in encoded] == [x + 0.0 for x in scores]  # -0.0 -> 0.0
+    assert sorted(encoded) == [sortable(x) for x in sorted(scores)]
+    assert sortable(-0.0) == sortable(0.0)
+
+
+@given(st.binary(max_size=8))
+def test_user_keys_map_to_metadata_keys_outside_the_internal_space(key: bytes) -> None:
+    engine_key = stored(key)
+    assert user_key(engine_key) == key
+    assert not (b"\xff" <= engine_key < b"\xff\xff")  # internal records live there
 
 
 def test_string_tag_is_one_prefix_byte() -> None:
-    assert encode_string(b"v") == b"sv"
-    assert type_name(encode_string(b"")) == b"string"
+    assert type_name(b"sv") == b"string"
+    assert type_name(b"L" + bytes(32)) == b"list"
     assert type_name(None) == b"none"
 
 

@@ -73,6 +73,19 @@ KeyLike = bytes | bytearray | memoryview | str
 ValueLike = bytes | bytearray | memoryview
 
 
+def prefix_range(prefix: bytes, start: bytes | None,
+                 end: bytes | None) -> tuple[bytes, bytes | None]:
+    """The [lo, hi) key range a scan with these bounds covers (hi None: no upper bound)."""
+    lo = max(prefix, start) if start is not None else prefix
+    hi = end
+    if prefix:
+        stripped = prefix.rstrip(b"\xff")
+        if stripped:
+            after = stripped[:-1] + bytes([stripped[-1] + 1])
+            hi = after if hi is None else min(hi, after)
+    return lo, hi
+
+
 def _as_bytes(x: Any, what: str) -> bytes:
     if type(x) is bytes:
         return x
@@ -848,14 +861,7 @@ class KVStore(MutableMapping[bytes, bytes]):
 
     def _prefix_range(self, prefix: bytes, start: bytes | None,
                       end: bytes | None) -> tuple[bytes, bytes | None]:
-        lo = max(prefix, start) if start is not None else prefix
-        hi = end
-        if prefix:
-            stripped = prefix.rstrip(b"\xff")
-            if stripped:
-                after = stripped[:-1] + bytes([stripped[-1] + 1])
-                hi = after if hi is None else min(hi, after)
-        return lo, hi
+        return prefix_range(prefix, start, end)
 
     def scan_keys(self, prefix: bytes = b"", start: bytes | None = None,
                   end: bytes | None = None, *, reverse: bool = False,

@@ -28,11 +28,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 from tuffdb import errors
 from tuffdb.server.resp import reply
+from tuffdb.server.resp.blocking import Blocked
 from tuffdb.server.resp.parser import RequestParser
 from tuffdb.server.resp.table import BATCHED, TABLE, CommandError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tuffdb.kv.store import KVStore
+    from tuffdb.server.resp.blocking import Waiter
     from tuffdb.server.resp.server import RespServer
     from tuffdb.server.resp.table import Spec
 
@@ -53,6 +57,11 @@ class Conn(asyncio.Protocol):
     def __init__(self, srv: RespServer) -> None:
         self.srv = srv
         self.store: KVStore = srv.store
+        # What handlers read and write: the store, or the overlay of an EXEC or a script.
+        self.db: Any = srv.store
+        self.no_block = 0  # > 0 inside EXEC or a script: blocking commands time out at once
+        self.blocked: Waiter | None = None  # parked by a blocking command
+        self.held: list[bytes] = []  # a blocked command's reply that came during a wait
         self.enc: type[reply.Resp2] = reply.Resp2
         self.parser = RequestParser(srv.max_bulk_len)
         self.id = 0
@@ -107,6 +116,9 @@ class Conn(asyncio.Protocol):
         self.unwatch()
         if self.channels or self.patterns:
             srv.hub.drop(self)
+        if self.blocked is not None:
+            srv.blocking.drop(self)
+            self.blocked = None
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -114,13 +126,13 @@ class Conn(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
-        if not self.waiting:
+        if not self.waiting and self.blocked is None:
             self._run()
 
     def data_received(self, data: bytes) -> None:
         self.parser.feed(data)
         self.last_active = time.monotonic()
-        if self.waiting or self.write_paused or self.queue:
+        if self.waiting or self.write_paused or self.queue or self.blocked is not None:
             if self.parser.buffered() > PAUSE_BUFFERED_SIZE:
                 self._pause_reading()
             return
@@ -129,7 +141,7 @@ class Conn(asyncio.Protocol):
     # -- batches --------------------------------------------------------------------
     def _run(self) -> None:
         """Run batches until the input is used up or we must wait (fsync, slow reader)."""
-        while not (self.closing or self.waiting or self.write_paused):
+        while not (self.closing or self.waiting or self.write_paused or self.blocked):
             if not self.queue:
                 try:
                     self.queue = self.parser.commands()
@@ -161,11 +173,19 @@ class Conn(asyncio.Protocol):
                 i = len(out)
                 if i and TABLE[lname].write:
                     self.wrote = True
+        blocking = self.srv.blocking
         while i < len(queue):
-            r = execute(queue[i])
+            try:
+                r = execute(queue[i])
+            except Blocked as blk:
+                i += 1
+                self.blocked = blocking.block(self, blk)
+                break
             i += 1
             out.append(r)
             size += len(r)
+            if blocking.ready:
+                blocking.serve()  # clients blocked on keys this command pushed to
             if self.closing or size > BATCH_OUTPUT_SIZE:
                 break
         self.queue = queue[i:] if i < len(queue) else []
@@ -205,11 +225,43 @@ class Conn(asyncio.Protocol):
             self.srv.degraded = msg
             log.error("durability wait failed: %s", exc)
             out = [reply.error(msg)] * len(out)
+        if self.held:  # a blocked command served meanwhile: its reply comes after these
+            out = out + self.held
+            self.held = []
         self._write(b"".join(out))
+        if self.blocked is not None:
+            return
         if self.queue or self.parser.buffered():
             self._run()
         else:
             self._resume_reading()
+
+    # -- blocked commands -----------------------------------------------------------
+    def run_attempt(self, attempt: Callable[[bytes], bytes | None], key: bytes) -> bytes | None:
+        """Try to serve this parked client from ``key`` (see blocking.py)."""
+        try:
+            return attempt(key)
+        except CommandError as exc:
+            return reply.error(str(exc))
+        except errors.Error as err:
+            return reply.error(error_line(err))
+
+    def unblocked(self, out: bytes, *, wrote: bool) -> None:
+        """The parked command has its reply: send it (after its fsync round under
+        ``always``) and carry on with the commands that queued up behind it."""
+        self.blocked = None
+        if self.closing:
+            return
+        if self.waiting:
+            self.held.append(out)
+            return
+        srv = self.srv
+        if srv.always and wrote:
+            self.waiting = True
+            srv.rounds.after_round(lambda exc: self._after_wait(exc, [out]))
+        else:
+            self._write(out)
+            self._run()
 
     def _write(self, data: bytes) -> None:
         t = self.transport

@@ -26,8 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuffdb.server.loop_rounds import LoopRounds
+from tuffdb.server.resp.blocking import Blocking
 from tuffdb.server.resp.conn import Conn
+from tuffdb.server.resp.keyspace import cid_of, is_collection, open_layout, stored
 from tuffdb.server.resp.pubsub import Hub
+from tuffdb.server.resp.sweeper import Sweeper
 
 if TYPE_CHECKING:
     from tuffdb.kv.store import KVStore
@@ -78,6 +81,14 @@ class RespServer:
         self.tls = (Path(cert), Path(key)) if cert and key else None
         self.data_dir = Path(config.data_dir)
         self.store: KVStore = open_store(config, durability, interval_ms)
+        try:
+            self.ids = open_layout(self.store)
+        except BaseException:
+            self.store.close()
+            raise
+        self.sweeper = Sweeper(self)
+        self.blocking = Blocking(self)
+        self.stopping = False
         self.always = durability == "always"
         self.requirepass: str | None = getattr(config, "requirepass", None) or None
         self.maxclients = int(resp_extra.get("maxclients", getattr(config, "maxclients", 10000)))
@@ -130,9 +141,24 @@ class RespServer:
         """Before FLUSHDB: mark watchers of keys that exist (Redis ignores absent ones)."""
         exists = self.store.exists
         for key, conns in self.watchers.items():
-            if exists(key):
+            if exists(stored(key)):
                 for c in conns:
                     c.dirty = True
+
+    # -- collections ----------------------------------------------------------------
+    def dropped(self, raw: bytes) -> None:
+        """A key's old value ``raw`` was deleted or overwritten by the command that just
+        ran: a collection's elements are now garbage for the sweeper."""
+        if is_collection(raw):
+            self.sweeper.dead(cid_of(raw))
+
+    def signal(self, key: bytes, raw: bytes) -> None:
+        """``key`` now holds ``raw``: clients blocked on it may be served (after the
+        current command, EXEC or script)."""
+        self.blocking.signal(key, raw)
+
+    def script_busy(self) -> bool:
+        return False
 
     # -- SCAN cursors ---------------------------------------------------------------
     def save_cursor(self, last_key: bytes) -> int:
@@ -167,6 +193,7 @@ class RespServer:
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         self._sweeper = loop.call_later(1.0, self._sweep)
+        self.sweeper.start()
 
     def _sweep(self) -> None:
         """Once a second: close clients idle longer than ``timeout`` (pub/sub excepted)."""
@@ -181,6 +208,8 @@ class RespServer:
         if self._stopped:
             return
         self._stopped = True
+        self.stopping = True
+        self.sweeper.stop()
         if self._sweeper is not None:
             self._sweeper.cancel()
         if self._server is not None:

@@ -1,5 +1,17 @@
 """Command handlers, one module per Redis command group; importing registers them."""
 
-from tuffdb.server.resp.commands import admin, connection, hashes, keys, pubsub, strings, txn
+from tuffdb.server.resp.commands import (
+    admin,
+    connection,
+    hashes,
+    keys,
+    lists,
+    pubsub,
+    sets,
+    strings,
+    txn,
+    zsets,
+)
 
-__all__ = ["admin", "connection", "hashes", "keys", "pubsub", "strings", "txn"]
+__all__ = ["admin", "connection", "hashes", "keys", "lists", "pubsub", "sets", "strings", "txn",
+           "zsets"]

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import platform
 import sys
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.common import to_int
+from tuffdb.server.resp.commands.keys import count_keys
+from tuffdb.server.resp.keyspace import user_ranges
 from tuffdb.server.resp.glob import compile_glob
 from tuffdb.server.resp.server import REDIS_COMPAT_VERSION, TO_ENGINE, hard_limits
 from tuffdb.server.resp.table import TABLE, CommandError, command, command_docs, command_info
@@ -27,19 +30,24 @@ if TYPE_CHECKING:
 # -- keyspace-wide ----------------------------------------------------------------------
 @command("dbsize", 1, "readonly fast", group="server")
 def dbsize(c: Conn, a: list[bytes]) -> bytes:
-    """Number of keys (O(n) in this engine)."""
-    return reply.integer(len(c.store))
+    """Number of keys (O(log n): two range counts of the engine's ordered view)."""
+    return reply.integer(count_keys(c.db))
 
 
 def _flush(c: Conn, a: list[bytes]) -> bytes:
+    """Delete every key's metadata; collections' elements are left to the sweeper."""
     if len(a) > 2 or (len(a) == 2 and a[1].lower() not in (b"async", b"sync")):
         raise CommandError("ERR syntax error")
-    store = c.store
     c.srv.touch_existing()
     c.srv.key_count_cache = None
-    batch: list[bytes] = list(store)
-    for i in range(0, len(batch), 4096):
-        store.delete_many(batch[i : i + 4096], sync=False)
+    db = c.db
+    for eprefix, lo, hi in user_ranges(b""):
+        while True:
+            batch = list(itertools.islice(db.scan_keys(eprefix, lo, hi), 4096))
+            if not batch:
+                break
+            db.write_batch([(k, None) for k in batch], sync=False)
+    c.srv.sweeper.walk_soon()
     return reply.OK
 
 
@@ -278,7 +286,7 @@ def _key_counts(srv: RespServer) -> tuple[int, int]:
     now = time.monotonic()
     cached = srv.key_count_cache
     if cached is None or now - cached[0] > _KEY_COUNT_TTL_S:
-        n = len(srv.store)
+        n = count_keys(srv.store)
         expires = int(srv.store.stats().get("ttl_keys", 0))
         cached = srv.key_count_cache = (now, n, min(expires, n))
     return cached[1], cached[2]
