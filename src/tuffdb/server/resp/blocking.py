@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tuffdb.server.resp.keyspace import stored
 
@@ -29,9 +29,18 @@ if TYPE_CHECKING:
     from tuffdb.server.resp.server import RespServer
 
 
-class Blocked(BaseException):  # noqa: N818  (a control-flow signal, like StopIteration)
-    """Raised by a blocking command that must wait (a BaseException: handlers' generic
-    ``except Exception`` must not swallow it)."""
+class Parked(BaseException):  # noqa: N818  (a control-flow signal, like StopIteration)
+    """Raised by a command whose reply comes later: the connection parks (its later
+    commands wait) until ``conn.unblocked(reply)``. A BaseException: handlers' generic
+    ``except Exception`` must not swallow it."""
+
+    def park(self, conn: Conn) -> Any:
+        """Start waiting; returns the handle the connection keeps in ``conn.blocked``."""
+        raise NotImplementedError
+
+
+class Blocked(Parked):
+    """Raised by a blocking command that must wait for a key."""
 
     def __init__(self, keys: list[bytes], timeout_s: float,
                  attempt: Callable[[bytes], bytes | None], tags: frozenset[int],
@@ -42,6 +51,9 @@ class Blocked(BaseException):  # noqa: N818  (a control-flow signal, like StopIt
         self.attempt = attempt
         self.tags = tags  # the metadata tags a ready key must have to be tried
         self.timeout_reply = timeout_reply
+
+    def park(self, conn: Conn) -> Waiter:
+        return conn.srv.blocking.block(conn, self)
 
 
 class Waiter:

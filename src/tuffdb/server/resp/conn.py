@@ -22,13 +22,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from tuffdb import errors
 from tuffdb.server.resp import reply
-from tuffdb.server.resp.blocking import Blocked
+from tuffdb.server.resp.blocking import Parked
 from tuffdb.server.resp.parser import RequestParser
 from tuffdb.server.resp.table import BATCHED, TABLE, CommandError
 
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from tuffdb.kv.store import KVStore
-    from tuffdb.server.resp.blocking import Waiter
     from tuffdb.server.resp.server import RespServer
     from tuffdb.server.resp.table import Spec
 
@@ -49,6 +49,9 @@ BATCH_MAX_COMMANDS = 256  # a batch handler gets at most this many commands at o
 _name = itemgetter(0)
 ALLOWED_IN_MULTI = frozenset((b"exec", b"discard", b"multi", b"watch", b"reset", b"quit"))
 NOAUTH = reply.error("NOAUTH Authentication required.")
+BUSY = reply.error("BUSY Redis is busy running a script. You can only call SCRIPT KILL or "
+                   "SHUTDOWN NOSAVE.")
+ALLOWED_BUSY = frozenset((b"multi", b"exec", b"discard", b"quit"))
 
 
 class Conn(asyncio.Protocol):
@@ -60,7 +63,7 @@ class Conn(asyncio.Protocol):
         # What handlers read and write: the store, or the overlay of an EXEC or a script.
         self.db: Any = srv.store
         self.no_block = 0  # > 0 inside EXEC or a script: blocking commands time out at once
-        self.blocked: Waiter | None = None  # parked by a blocking command
+        self.blocked: Any = None  # parked: a blocking command's Waiter, a running script
         self.held: list[bytes] = []  # a blocked command's reply that came during a wait
         self.enc: type[reply.Resp2] = reply.Resp2
         self.parser = RequestParser(srv.max_bulk_len)
@@ -140,7 +143,9 @@ class Conn(asyncio.Protocol):
 
     # -- batches --------------------------------------------------------------------
     def _run(self) -> None:
-        """Run batches until the input is used up or we must wait (fsync, slow reader)."""
+        """Run batches until the input is used up or we must wait (fsync, slow reader,
+        another client's script)."""
+        scripts = self.srv.scripts
         while not (self.closing or self.waiting or self.write_paused or self.blocked):
             if not self.queue:
                 try:
@@ -151,7 +156,27 @@ class Conn(asyncio.Protocol):
                 if not self.queue:
                     self._resume_reading()
                     return
+            if scripts.owner is not None and scripts.owner is not self:
+                # A script runs: nothing interleaves with it. Past the busy threshold
+                # every command but SCRIPT KILL gets -BUSY, as in Redis.
+                if not scripts.busy:
+                    scripts.deferred.add(self)
+                    return
+                self._busy_batch()
+                continue
             self._batch()
+
+    def _busy_batch(self) -> None:
+        out = []
+        for args in self.queue:
+            name = args[0].lower()
+            if name in ALLOWED_BUSY or (name == b"script" and len(args) == 2
+                                        and args[1].lower() == b"kill"):
+                out.append(self.execute(args))
+            else:
+                out.append(BUSY)
+        self.queue = []
+        self._write(b"".join(out))
 
     def _batch(self) -> None:
         """Execute queued commands; a batch stops once its replies pass BATCH_OUTPUT_SIZE,
@@ -177,9 +202,9 @@ class Conn(asyncio.Protocol):
         while i < len(queue):
             try:
                 r = execute(queue[i])
-            except Blocked as blk:
+            except Parked as parked:
                 i += 1
-                self.blocked = blocking.block(self, blk)
+                self.blocked = parked.park(self)
                 break
             i += 1
             out.append(r)
@@ -235,6 +260,11 @@ class Conn(asyncio.Protocol):
             self._run()
         else:
             self._resume_reading()
+
+    def resume(self) -> None:
+        """Carry on with queued commands (after another client's script ended)."""
+        if not (self.waiting or self.blocked is not None or self.closing):
+            self._run()
 
     # -- blocked commands -----------------------------------------------------------
     def run_attempt(self, attempt: Callable[[bytes], bytes | None], key: bytes) -> bytes | None:
@@ -363,8 +393,12 @@ class Conn(asyncio.Protocol):
     def push(self, data: bytes) -> bool:
         """Send a pub/sub message now; drop a subscriber past the hard output limit.
 
-        Returns whether the message was handed to the socket.
+        Returns whether the message was handed to the socket (a script's PUBLISH runs on
+        the script thread: the write is handed to the loop).
         """
+        if threading.get_ident() != self.srv.loop_thread:
+            self.srv.loop.call_soon_threadsafe(self.push, data)
+            return not (self.closing or self.transport is None)
         t = self.transport
         if t is None or t.is_closing():
             return False

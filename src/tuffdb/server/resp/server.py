@@ -21,6 +21,7 @@ import logging
 import os
 import ssl
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ from tuffdb.server.resp.blocking import Blocking
 from tuffdb.server.resp.conn import Conn
 from tuffdb.server.resp.keyspace import cid_of, is_collection, open_layout, stored
 from tuffdb.server.resp.pubsub import Hub
+from tuffdb.server.resp.scripts import Scripts
 from tuffdb.server.resp.sweeper import Sweeper
 
 if TYPE_CHECKING:
@@ -88,7 +90,11 @@ class RespServer:
             raise
         self.sweeper = Sweeper(self)
         self.blocking = Blocking(self)
+        self.scripts = Scripts(self)
+        self.script_flags: dict[str, frozenset[str] | None] = {}  # sha -> shebang flags
         self.stopping = False
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.loop_thread = 0
         self.always = durability == "always"
         self.requirepass: str | None = getattr(config, "requirepass", None) or None
         self.maxclients = int(resp_extra.get("maxclients", getattr(config, "maxclients", 10000)))
@@ -158,7 +164,7 @@ class RespServer:
         self.blocking.signal(key, raw)
 
     def script_busy(self) -> bool:
-        return False
+        return self.scripts.owner is not None
 
     # -- SCAN cursors ---------------------------------------------------------------
     def save_cursor(self, last_key: bytes) -> int:
@@ -175,6 +181,8 @@ class RespServer:
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self.loop = loop
+        self.loop_thread = threading.get_ident()
         if sys.getswitchinterval() > SWITCH_INTERVAL_S:
             # Each always-round fsyncs on the loop thread with the GIL released; the KV
             # background thread (spill, merges) may take the GIL meanwhile and, CPU-bound,
@@ -200,7 +208,8 @@ class RespServer:
         if self.timeout > 0:
             limit = time.monotonic() - self.timeout
             for c in list(self.clients.values()):
-                if c.last_active < limit and not c.subscribed and not c.waiting:
+                if c.last_active < limit and not c.subscribed and not c.waiting \
+                        and c.blocked is None:
                     c.close_now()
         self._sweeper = asyncio.get_running_loop().call_later(1.0, self._sweep)
 
@@ -210,6 +219,7 @@ class RespServer:
         self._stopped = True
         self.stopping = True
         self.sweeper.stop()
+        self.scripts.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
         if self._server is not None:

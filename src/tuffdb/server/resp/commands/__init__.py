@@ -7,11 +7,12 @@ from tuffdb.server.resp.commands import (
     keys,
     lists,
     pubsub,
+    scripting,
     sets,
     strings,
     txn,
     zsets,
 )
 
-__all__ = ["admin", "connection", "hashes", "keys", "lists", "pubsub", "sets", "strings", "txn",
+__all__ = ["admin", "connection", "hashes", "keys", "lists", "pubsub", "scripting", "sets", "strings", "txn",
            "zsets"]

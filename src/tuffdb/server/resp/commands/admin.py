@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.common import to_int
+from tuffdb.server.resp.blocking import Waiter
 from tuffdb.server.resp.commands.keys import count_keys
 from tuffdb.server.resp.keyspace import user_ranges
 from tuffdb.server.resp.glob import compile_glob
@@ -124,6 +125,8 @@ def _config_values(srv: RespServer) -> dict[str, str]:
         "timeout": str(srv.timeout),
         "client-output-buffer-limit": srv.output_limits,
         "save": "",
+        "busy-reply-threshold": str(srv.scripts.busy_ms),
+        "lua-time-limit": str(srv.scripts.busy_ms),
         "databases": "1",
         "port": str(srv.port),
         "bind": srv.host,
@@ -149,6 +152,8 @@ def _config_set(srv: RespServer, name: str, value: str) -> None:  # noqa: C901  
             cl.parser.max_bulk_len = n
     elif name == "timeout":
         srv.timeout = max(int(value), 0)
+    elif name in ("busy-reply-threshold", "lua-time-limit"):
+        srv.scripts.busy_ms = max(int(value), 0)
     elif name == "client-output-buffer-limit":
         srv.normal_hard_limit, srv.pubsub_hard_limit = hard_limits(value)
         srv.output_limits = value
@@ -243,7 +248,7 @@ def _sections(c: Conn) -> dict[str, list[tuple[str, object]]]:
     now = time.time()
     up = int(now - srv.started)
     rss = _rss()
-    blocked = sum(1 for x in srv.clients.values() if x.waiting)
+    blocked = sum(1 for x in srv.clients.values() if isinstance(x.blocked, Waiter))
     sections: dict[str, list[tuple[str, object]]] = {
         "server": [("redis_version", REDIS_COMPAT_VERSION), ("tuffdb_face", "resp"),
                    ("redis_mode", "standalone"),
