@@ -315,9 +315,12 @@ def sintercard(c: Conn, a: list[bytes]) -> bytes:
 def smove(c: Conn, a: list[bytes]) -> bytes:
     """Move a member from one set to another."""
     src, dst, member = a[1], a[2], a[3]
+    raw = c.db.get(stored(src))
+    if raw is None:
+        return reply.ZERO  # a missing source wins over a wrong-type destination (as Redis)
     s = Coll(c, src, TAG_SET)
     d = Coll(c, dst, TAG_SET)  # WRONGTYPE on either before any change
-    if not s.existed or c.db.get(elements(s.cid) + member) is None:
+    if c.db.get(elements(s.cid) + member) is None:
         return reply.ZERO
     if src == dst:
         return reply.ONE
