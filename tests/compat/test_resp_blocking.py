@@ -183,3 +183,23 @@ def test_a_client_that_disconnects_while_blocked_is_forgotten(servers: tuple[int
         return [admin.call("RPUSH", "k", "v"), c2.read(), admin.call("LLEN", "k")]
 
     assert both(servers, scenario)[1] == b"*2\r\n$1\r\nk\r\n$1\r\nv\r\n"
+
+
+def test_stream_readers_block_until_an_entry_is_added(servers: tuple[int, int]) -> None:
+    def scenario(new: Callable[[], RawClient], admin: RawClient) -> list[bytes]:
+        c1, c2, c3 = new(), new(), new()
+        admin.call("XADD", "s", "1-0", "old", "x")
+        admin.call("XGROUP", "CREATE", "s", "g", "$")
+        c1.send("XREAD", "BLOCK", "0", "STREAMS", "s", "other", "$", "0")
+        wait_blocked(admin, 1)
+        c2.send("XREADGROUP", "GROUP", "g", "w1", "BLOCK", "0", "STREAMS", "s", ">")
+        wait_blocked(admin, 2)
+        c3.call("HELLO", "3")
+        c3.send("XREAD", "BLOCK", "50", "STREAMS", "s", "$")
+        timed_out = c3.read()
+        return [timed_out, admin.call("XADD", "s", "2-0", "new", "y"), c1.read(), c2.read(),
+                admin.call("XPENDING", "s", "g")]
+
+    out = both(servers, scenario)
+    assert out[0] == b"_\r\n"
+    assert b"new" in out[2]

@@ -302,3 +302,78 @@ def test_random_sequences_of_every_type_reply_like_redis(servers: tuple[int, int
 def test_random_sequences_of_every_type_reply_like_redis_in_resp3(servers: tuple[int, int],
                                                                   script: Script) -> None:
     compare(servers, [("HELLO", "3"), *script, ("DISCARD",)])
+
+
+# -- streams: ids are explicit so replies do not depend on the clock ---------------------------
+STREAMS: Script = [
+    ("XADD", "s", "1-1", "f", "v"), ("XADD", "s", "1-2", "a", "1", "b", "2"), ("XADD", "s", "2", "x", "y"),
+    ("XADD", "s", "2", "x", "y"), ("XADD", "s", "1-5", "x", "y"), ("XADD", "s", "0-0", "x", "y"),
+    ("XADD", "s", "0", "x", "y"), ("XADD", "s", "3-*", "x", "y"), ("XADD", "s", "3-*", "x", "y"),
+    ("XADD", "s", "2-*", "x", "y"), ("XADD", "s", "abc", "x", "y"), ("XADD", "s", "1-x", "f", "v"),
+    ("XADD", "s", "5-0", "odd"), ("XADD", "s", "5-0"), ("XLEN", "s"), ("XLEN", "none"),
+    ("XADD", "none", "NOMKSTREAM", "1-1", "f", "v"), ("EXISTS", "none"),
+    ("XADD", "s", "MAXLEN", "-1", "6-0", "f", "v"), ("XADD", "s", "MAXLEN", "x", "6-0", "f", "v"),
+    ("XADD", "s", "MAXLEN", "1", "MINID", "1", "6-0", "f", "v"),
+    ("XADD", "s", "LIMIT", "5", "6-0", "f", "v"), ("XADD", "s", "MAXLEN", "3", "LIMIT", "5", "6-0",
+                                                  "f", "v"),
+    ("XRANGE", "s", "-", "+"), ("XRANGE", "s", "1", "1"), ("XRANGE", "s", "(1-1", "+"),
+    ("XRANGE", "s", "-", "(3-0"), ("XRANGE", "s", "-", "+", "COUNT", "2"),
+    ("XRANGE", "s", "-", "+", "COUNT", "0"), ("XRANGE", "s", "-", "+", "COUNT", "-1"),
+    ("XRANGE", "s", "+", "-"), ("XRANGE", "s", "(-", "+"), ("XRANGE", "s", "x", "+"),
+    ("XRANGE", "none", "-", "+"), ("XRANGE", "s", "-", "+", "FOO", "1"),
+    ("XREVRANGE", "s", "+", "-"), ("XREVRANGE", "s", "+", "-", "COUNT", "1"),
+    ("XREVRANGE", "s", "2", "1-2"),
+    ("XADD", "s", "MAXLEN", "3", "7-0", "f", "v"), ("XRANGE", "s", "-", "+"),
+    ("XADD", "s", "MAXLEN", "=", "2", "8-0", "f", "v"), ("XLEN", "s"),
+    ("XADD", "s", "MINID", "8", "9-0", "f", "v"), ("XRANGE", "s", "-", "+"),
+    ("XADD", "t", "1-0", "a", "1"), ("XADD", "t", "2-0", "a", "2"), ("XADD", "t", "3-0", "a", "3"),
+    ("XADD", "t", "4-0", "a", "4"), ("XTRIM", "t", "MAXLEN", "2"), ("XRANGE", "t", "-", "+"),
+    ("XTRIM", "t", "MINID", "4"), ("XTRIM", "t", "MAXLEN", "0"), ("EXISTS", "t"), ("XLEN", "t"),
+    ("XTRIM", "t"), ("XTRIM", "t", "FOO", "1"), ("XTRIM", "none", "MAXLEN", "0"),
+    ("XADD", "d", "1-0", "a", "1"), ("XADD", "d", "2-0", "a", "2"), ("XDEL", "d", "1-0", "9-9"),
+    ("XDEL", "d", "bad"), ("XDEL", "none", "1-0"), ("XDEL", "d", "2-0"), ("EXISTS", "d"),
+    ("XINFO", "STREAM", "d"), ("XINFO", "STREAM", "none"), ("XINFO", "FOO", "d"),
+    ("XSETID", "d", "1-0"), ("XSETID", "d", "5-0"), ("XADD", "d", "4-0", "f", "v"),
+    ("XSETID", "none", "1-0"),
+    ("XADD", "q", "1-0", "j", "1"), ("XADD", "q", "2-0", "j", "2"), ("XADD", "q", "3-0", "j", "3"),
+    ("XGROUP", "CREATE", "q", "g", "0"), ("XGROUP", "CREATE", "q", "g", "0"),
+    ("XGROUP", "CREATE", "nokey", "g", "$"), ("XGROUP", "CREATE", "mk", "g", "$", "MKSTREAM"),
+    ("XLEN", "mk"), ("TYPE", "mk"), ("XINFO", "GROUPS", "mk"),
+    ("XREADGROUP", "GROUP", "g", "alice", "COUNT", "2", "STREAMS", "q", ">"),
+    ("XREADGROUP", "GROUP", "g", "bob", "STREAMS", "q", ">"),
+    ("XREADGROUP", "GROUP", "g", "bob", "STREAMS", "q", ">"),
+    ("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "q", "0"),
+    ("XREADGROUP", "GROUP", "nog", "alice", "STREAMS", "q", ">"),
+    ("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "q", "$"),
+    ("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "q"),
+    ("XPENDING", "q", "g"), ("XPENDING", "q", "nog"), ("XPENDING", "none", "g"),
+    ("XACK", "q", "g", "1-0", "9-0"), ("XACK", "q", "g", "bad"), ("XACK", "none", "g", "1-0"),
+    ("XPENDING", "q", "g"), ("XINFO", "GROUPS", "q"),
+    ("XGROUP", "CREATECONSUMER", "q", "g", "carol"), ("XGROUP", "CREATECONSUMER", "q", "g", "carol"),
+    ("XGROUP", "DELCONSUMER", "q", "g", "bob"), ("XPENDING", "q", "g"),
+    ("XGROUP", "SETID", "q", "g", "0"), ("XGROUP", "SETID", "q", "nog", "0"),
+    ("XREADGROUP", "GROUP", "g", "dave", "NOACK", "STREAMS", "q", ">"), ("XPENDING", "q", "g"),
+    ("XGROUP", "DESTROY", "q", "g"), ("XGROUP", "DESTROY", "q", "g"), ("XINFO", "GROUPS", "q"),
+    ("XGROUP", "FOO", "q"), ("XGROUP", "CREATE", "q"),
+    ("XREAD", "STREAMS", "q", "0"), ("XREAD", "COUNT", "1", "STREAMS", "q", "t", "0", "0"),
+    ("XREAD", "STREAMS", "q", "$"), ("XREAD", "STREAMS", "q", "3-0"), ("XREAD", "STREAMS", "q"),
+    ("XREAD", "BLOCK", "x", "STREAMS", "q", "0"), ("XREAD", "STREAMS", "none", "0"),
+    ("MULTI",), ("XREAD", "BLOCK", "0", "STREAMS", "none", "$"), ("EXEC",),
+    ("SET", "str", "v"), ("XADD", "str", "1-0", "f", "v"), ("XRANGE", "str", "-", "+"),
+    ("XREAD", "STREAMS", "str", "0"), ("OBJECT", "ENCODING", "q"),
+]
+
+STREAM_GROUPS_RESP3: Script = [
+    ("HELLO", "3"), ("XADD", "s", "1-0", "f", "v"), ("XADD", "s", "2-0", "f", "w"),
+    ("XGROUP", "CREATE", "s", "g", "0"), ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"),
+    ("XREAD", "STREAMS", "s", "0"), ("XINFO", "GROUPS", "s"), ("XPENDING", "s", "g"),
+    ("XCLAIM", "s", "g", "c2", "0", "1-0", "JUSTID"), ("XPENDING", "s", "g"),
+    ("XAUTOCLAIM", "s", "g", "c3", "0", "0", "COUNT", "1", "JUSTID"), ("XDEL", "s", "2-0"),
+    ("XAUTOCLAIM", "s", "g", "c3", "0", "0"), ("XINFO", "GROUPS", "s"),
+    ("XREAD", "STREAMS", "none", "0"),
+]
+
+
+@pytest.mark.parametrize("name", ["STREAMS", "STREAM_GROUPS_RESP3"])
+def test_stream_scripts_reply_like_redis(servers: tuple[int, int], name: str) -> None:
+    compare(servers, globals()[name])

@@ -59,11 +59,11 @@ LIST_META_SIZE = LIST_META.size
 assert LIST_META_SIZE == 33
 LIST_START = 1 << 63  # head and tail of a new list: pushes go both ways from the middle
 
-# Metadata of a stream: the common part, then the last generated id, the largest deleted
-# id, the number of entries ever added, the recorded first id (ms and seq each u64).
-STREAM_META = struct.Struct(">BQQQQQQQQQ")
+# Metadata of a stream: the common part (size = length), then the last generated id, the
+# largest deleted id (ms and seq each u64) and the number of entries ever added.
+STREAM_META = struct.Struct(">BQQQQQQQ")
 STREAM_META_SIZE = STREAM_META.size
-assert STREAM_META_SIZE == 73
+assert STREAM_META_SIZE == 57
 
 U64 = struct.Struct(">Q")
 U64_PAIR = struct.Struct(">QQ")  # a stream entry id: ms, seq

@@ -261,6 +261,10 @@ class Conn(asyncio.Protocol):
         else:
             self._resume_reading()
 
+    def in_script(self) -> bool:
+        ctx = self.srv.scripts.current
+        return ctx is not None and ctx.conn is self
+
     def resume(self) -> None:
         """Carry on with queued commands (after another client's script ended)."""
         if not (self.waiting or self.blocked is not None or self.closing):

@@ -9,10 +9,11 @@ from tuffdb.server.resp.commands import (
     pubsub,
     scripting,
     sets,
+    streams,
     strings,
     txn,
     zsets,
 )
 
-__all__ = ["admin", "connection", "hashes", "keys", "lists", "pubsub", "scripting", "sets", "strings", "txn",
+__all__ = ["admin", "connection", "hashes", "keys", "lists", "pubsub", "scripting", "sets", "streams", "strings", "txn",
            "zsets"]
