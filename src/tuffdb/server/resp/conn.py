@@ -400,8 +400,9 @@ class Conn(asyncio.Protocol):
         Returns whether the message was handed to the socket (a script's PUBLISH runs on
         the script thread: the write is handed to the loop).
         """
-        if threading.get_ident() != self.srv.loop_thread:
-            self.srv.loop.call_soon_threadsafe(self.push, data)
+        loop = self.srv.loop
+        if loop is not None and threading.get_ident() != self.srv.loop_thread:
+            loop.call_soon_threadsafe(self.push, data)
             return not (self.closing or self.transport is None)
         t = self.transport
         if t is None or t.is_closing():
