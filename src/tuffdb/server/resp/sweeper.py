@@ -39,7 +39,8 @@ SLICE_OWNERS = 256
 
 
 class Sweeper:
-    __slots__ = ("_handle", "_walk_at", "_walk_from", "deleted", "queue", "srv")
+    __slots__ = ("_handle", "_walk_at", "_walk_from", "deleted", "pass_interval_s", "queue",
+                 "srv")
 
     def __init__(self, srv: RespServer) -> None:
         self.srv = srv
@@ -48,6 +49,7 @@ class Sweeper:
         self._walk_at = 0.0
         self._handle: asyncio.TimerHandle | None = None
         self.deleted = 0  # entries removed since start (INFO)
+        self.pass_interval_s = PASS_INTERVAL_S
 
     def start(self) -> None:
         self._schedule(TICK_S)
@@ -89,12 +91,16 @@ class Sweeper:
                 if self._walk_from is not None:
                     self._walk(budget)
                     if self._walk_from is None:
-                        self._walk_at = now + PASS_INTERVAL_S
+                        self._walk_at = now + self.pass_interval_s
         except Exception:  # a failed slice must not stop the sweeper; the store logs why
             log.exception("sweeper slice failed")
-        busy = bool(self.queue) or self._walk_from is not None
         if not srv.stopping:
-            self._schedule(TICK_S if busy else 1.0)
+            self._schedule(TICK_S if self.busy else min(1.0, self.pass_interval_s))
+
+    @property
+    def busy(self) -> bool:
+        """Dead ids queued or a walk in progress."""
+        return bool(self.queue) or self._walk_from is not None
 
     def _alive(self, cid: int, key: bytes) -> bool:
         raw = self.srv.store.get(stored(key))

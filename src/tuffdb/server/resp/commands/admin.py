@@ -126,6 +126,7 @@ def _config_values(srv: RespServer) -> dict[str, str]:
         "client-output-buffer-limit": srv.output_limits,
         "save": "",
         "busy-reply-threshold": str(srv.scripts.busy_ms),
+        "tuffdb-sweep-interval-ms": str(int(srv.sweeper.pass_interval_s * 1000)),
         "lua-time-limit": str(srv.scripts.busy_ms),
         "databases": "1",
         "port": str(srv.port),
@@ -154,6 +155,8 @@ def _config_set(srv: RespServer, name: str, value: str) -> None:  # noqa: C901  
         srv.timeout = max(int(value), 0)
     elif name in ("busy-reply-threshold", "lua-time-limit"):
         srv.scripts.busy_ms = max(int(value), 0)
+    elif name == "tuffdb-sweep-interval-ms":
+        srv.sweeper.pass_interval_s = max(int(value), 10) / 1000
     elif name == "client-output-buffer-limit":
         srv.normal_hard_limit, srv.pubsub_hard_limit = hard_limits(value)
         srv.output_limits = value
@@ -267,6 +270,8 @@ def _sections(c: Conn) -> dict[str, list[tuple[str, object]]]:
         "persistence": [("loading", 0), ("aof_enabled", 1),
                         ("appendfsync", srv.appendfsync),
                         *((f"tuffdb_{k}", v) for k, v in _engine_stats(srv).items()),
+                        ("tuffdb_swept_entries", srv.sweeper.deleted),
+                        ("tuffdb_sweeper_busy", int(srv.sweeper.busy)),
                         ("rdb_last_save_time", srv.last_save),
                         ("aof_last_write_status", "err" if srv.degraded else "ok")],
         "stats": [("total_connections_received", srv.stats["connections"]),
