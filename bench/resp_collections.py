@@ -1,0 +1,271 @@
+"""Big collections on tuffdb's RESP face vs redis-server: 10^3 vs 10^6 elements (issue 31).
+
+    python bench/resp.py --suite collections                      # sizes 1e3,1e6, 3 reps
+    python bench/resp.py --suite collections --sizes 1000,20000 --ops 2000 --reps 1  # smoke
+
+Per repetition, per size N, per server (tuffdb ``everysec`` / Redis ``appendonly yes
+appendfsync everysec``; cells interleaved, fresh data directory each, server on CPU 0 and
+the load generator on CPU 1):
+
+1. fill four collections of N elements each through redis-py pipelines: ``biglist``
+   (RPUSH), ``bigzset`` (ZADD, member ``element:%012d`` at score i), ``bigset`` (SADD,
+   same members), ``bigstream`` (XADD, ids ``i+1-0``); the server's RSS is sampled before
+   and after each fill (memory per element = RSS growth / N, reported at the largest N);
+2. one warm-up read of each (tuffdb builds its ordered key view on the first range read);
+3. ``redis-benchmark -c 50 -P <pipeline> -n <ops> -r N`` runs each measured command:
+   ``LPUSH biglist x``, ``ZADD bigzset __rand_int__ element:__rand_int__`` (updates of
+   existing members), ``XADD bigstream * f v``, ``SISMEMBER bigset element:__rand_int__``,
+   ``ZRANGEBYSCORE bigzset __rand_int__ +inf LIMIT 0 10``.
+
+Per-operation cost is 1/throughput of a saturated server; the target is cost at 10^6 within
+1.5x of the cost at 10^3, per command and server. LPUSH and XADD grow their collection by
+``ops`` during the measurement (the 10^3 cell ends near ``ops`` elements, still far below
+10^6). Output: ``docs/benchmarks/resp-collections-raw/<run>.json`` + ``latest.json``,
+``docs/benchmarks/resp-collections-results.md`` and ``resp-collections.png``.
+"""
+
+# Benchmark script, not library code.
+# ruff: noqa: INP001, CPY001, S603, S607, T201
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import redis
+from _common import (
+    REPO,
+    bench_dir,
+    check_real_disk,
+    ensure_native_build,
+    environment,
+    fsync_probe,
+    spread,
+    utc_now,
+    write_json,
+)
+from resp import pin
+
+from tuffdb.server.resp._process import ServerProcess, start_redis, start_tuffdb
+
+OUT_DIR = REPO / "docs" / "benchmarks" / "resp-collections-raw"
+FILL_BATCH = 2000
+TARGET_COST_RATIO = 1.5
+COMMANDS = {  # name -> redis-benchmark command
+    "LPUSH": ["lpush", "biglist", "x"],
+    "ZADD": ["zadd", "bigzset", "__rand_int__", "element:__rand_int__"],
+    "XADD": ["xadd", "bigstream", "*", "f", "v"],
+    "SISMEMBER": ["sismember", "bigset", "element:__rand_int__"],
+    "ZRANGEBYSCORE": ["zrangebyscore", "bigzset", "__rand_int__", "+inf", "LIMIT", "0", "10"],
+}
+FILLS = ("list", "zset", "set", "stream")
+
+
+def rss(proc: ServerProcess) -> int:
+    return int(psutil.Process(proc.proc.pid).memory_info().rss)
+
+
+def fill(r: redis.Redis, kind: str, n: int) -> None:
+    for start in range(0, n, FILL_BATCH):
+        pipe = r.pipeline(transaction=False)
+        stop = min(start + FILL_BATCH, n)
+        if kind == "list":
+            pipe.rpush("biglist", *(b"v%d" % i for i in range(start, stop)))
+        elif kind == "zset":
+            pipe.zadd("bigzset", {b"element:%012d" % i: i for i in range(start, stop)})
+        elif kind == "set":
+            pipe.sadd("bigset", *(b"element:%012d" % i for i in range(start, stop)))
+        else:
+            for i in range(start, stop):
+                pipe.xadd("bigstream", {"f": "v"}, id=f"{i + 1}-0")
+        pipe.execute()
+
+
+def settle(proc: ServerProcess, limit_s: float = 120.0) -> None:
+    """Wait until the server's CPU use drops (background spills done), bounded."""
+    p = psutil.Process(proc.proc.pid)
+    deadline = time.monotonic() + limit_s
+    p.cpu_percent(None)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)  # a sampling interval for cpu_percent, not synchronisation
+        if p.cpu_percent(None) < 5.0:  # noqa: PLR2004
+            return
+
+
+def benchmark(port: int, name: str, n: int, ops: int, pipeline: int,
+              clients: int) -> dict[str, Any]:
+    cmd = [*pin(1), "redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-n", str(ops),
+           "-c", str(clients), "-P", str(pipeline), "-r", str(n), "--csv", "-q",
+           *COMMANDS[name]]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=3600)
+    row = next(iter(csv.DictReader(io.StringIO(out.stdout))))
+    return {"command": cmd, **{k: float(v) for k, v in row.items() if k != "test"}}
+
+
+def run_cell(kind: str, n: int, args: argparse.Namespace, parent: str) -> dict[str, Any]:
+    with bench_dir(parent, f"coll-{kind}") as d:
+        if kind == "tuffdb":
+            proc = start_tuffdb(d, appendfsync="everysec", wrap=pin(0))
+        else:
+            proc = start_redis("--dir", str(d), "--appendonly", "yes", "--appendfsync",
+                               "everysec", wrap=pin(0))
+        try:
+            r = redis.Redis(port=proc.port)
+            memory: dict[str, int] = {}
+            fill_s: dict[str, float] = {}
+            for what in FILLS:
+                settle(proc)
+                before = rss(proc)
+                t0 = time.perf_counter()
+                fill(r, what, n)
+                fill_s[what] = time.perf_counter() - t0
+                settle(proc)
+                memory[what] = rss(proc) - before
+            r.zrangebyscore("bigzset", 0, "+inf", start=0, num=10)  # warm-up reads
+            r.sismember("bigset", "element:000000000000")
+            results = {name: benchmark(proc.port, name, n, args.ops, args.pipeline,
+                                       args.clients) for name in COMMANDS}
+            sizes = {"list": r.llen("biglist"), "zset": r.zcard("bigzset"),
+                     "set": r.scard("bigset"), "stream": r.xlen("bigstream")}
+        finally:
+            proc.stop()
+    return {"server": kind, "n": n, "fill_seconds": fill_s, "rss_growth_bytes": memory,
+            "bytes_per_element": {k: round(v / n, 1) for k, v in memory.items()},
+            "sizes_after": sizes, "tests": results}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench/resp.py --suite collections")
+    ap.add_argument("--sizes", default="1000,1000000")
+    ap.add_argument("--ops", type=int, default=100_000)
+    ap.add_argument("--pipeline", type=int, default=16)
+    ap.add_argument("-c", "--clients", type=int, default=50)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--dir", default=str(REPO / "bench" / "results" / "tmp"))
+    ap.add_argument("--out", default=str(OUT_DIR))
+    ap.add_argument("--plot-only", action="store_true")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    if args.plot_only:
+        print(render(json.loads((out / "latest.json").read_text()), out.parent))
+        return 0
+    ensure_native_build()
+    if shutil.which("redis-benchmark") is None or shutil.which("redis-server") is None:
+        print("redis-benchmark and redis-server are needed", file=sys.stderr)
+        return 2
+    Path(args.dir).mkdir(parents=True, exist_ok=True)
+    check_real_disk(args.dir)
+    sizes = [int(x) for x in args.sizes.split(",")]
+    run_id = utc_now().replace(":", "").replace("-", "")
+    result: dict[str, Any] = {
+        "run_id": run_id, "suite": "collections",
+        "environment": environment(args.dir, ["redis", "psutil"]),
+        "redis_server_version": subprocess.run(["redis-server", "--version"], check=True,
+                                               capture_output=True, text=True).stdout.strip(),
+        "settings": {"sizes": sizes, "ops": args.ops, "pipeline": args.pipeline,
+                     "clients": args.clients, "reps": args.reps, "appendfsync": "everysec",
+                     "server_cpu": pin(0), "client_cpu": pin(1)},
+        "fsync_probe_start": fsync_probe(args.dir),
+        "cells": [],
+    }
+    for rep in range(args.reps):
+        for n in sizes:
+            for kind in ("tuffdb", "redis"):
+                cell = run_cell(kind, n, args, args.dir)
+                cell["rep"] = rep
+                result["cells"].append(cell)
+                rates = {k: round(v["rps"]) for k, v in cell["tests"].items()}
+                print(f"rep {rep} n={n:<8} {kind:6} {rates} B/elem "
+                      f"{cell['bytes_per_element']}", flush=True)
+    result["fsync_probe_end"] = fsync_probe(args.dir)
+    result["summary"] = summarize(result)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / f"{run_id}.json", result)
+    write_json(out / "latest.json", result)
+    print(render(result, out.parent))
+    return 0
+
+
+def summarize(result: dict[str, Any]) -> dict[str, Any]:
+    cells = result["cells"]
+    sizes = result["settings"]["sizes"]
+    small, big = min(sizes), max(sizes)
+    rows = []
+    for name in COMMANDS:
+        for kind in ("tuffdb", "redis"):
+            rate = {n: spread([c["tests"][name]["rps"] for c in cells
+                               if c["server"] == kind and c["n"] == n]) for n in sizes}
+            ratio = round(rate[small]["median"] / rate[big]["median"], 3) \
+                if rate[big]["median"] else None
+            rows.append({"command": name, "server": kind, "rps": {str(n): rate[n] for n in sizes},
+                         "cost_ratio_big_over_small": ratio,
+                         "meets_target": None if ratio is None else ratio <= TARGET_COST_RATIO})
+    memory = {}
+    for kind in ("tuffdb", "redis"):
+        memory[kind] = {what: spread([c["bytes_per_element"][what] for c in cells
+                                      if c["server"] == kind and c["n"] == big])
+                        for what in FILLS}
+    return {"small": small, "big": big, "rows": rows, "bytes_per_element_at_big": memory}
+
+
+def render(result: dict[str, Any], docs: Path) -> str:
+    s = result["summary"]
+    small, big = s["small"], s["big"]
+    lines = [
+        f"Run {result['run_id']}; {result['settings']['ops']} ops per command, "
+        f"-P {result['settings']['pipeline']}, {result['settings']['clients']} clients, "
+        f"appendfsync everysec, {result['settings']['reps']} reps (median, min-max); "
+        f"{result['redis_server_version']}.",
+        "",
+        f"| command | server | ops/s at {small:,} | ops/s at {big:,} | cost at {big:,} / "
+        f"cost at {small:,} | target <= {TARGET_COST_RATIO} |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in s["rows"]:
+        a, b = row["rps"][str(small)], row["rps"][str(big)]
+        ok = {True: "met", False: "MISSED", None: ""}[row["meets_target"]]
+        lines.append(f"| {row['command']} | {row['server']} | {a['median']:,.0f} "
+                     f"({a['min']:,.0f}-{a['max']:,.0f}) | {b['median']:,.0f} "
+                     f"({b['min']:,.0f}-{b['max']:,.0f}) | {row['cost_ratio_big_over_small']} "
+                     f"| {ok} |")
+    lines += ["", f"Memory per element at {big:,} elements (server RSS growth / elements, "
+                  "median, min-max):", "", "| collection | tuffdb B/element | Redis B/element |",
+              "|---|---|---|"]
+    mem = s["bytes_per_element_at_big"]
+    for what in FILLS:
+        t, r = mem["tuffdb"][what], mem["redis"][what]
+        lines.append(f"| {what} | {t['median']:,.0f} ({t['min']:,.0f}-{t['max']:,.0f}) | "
+                     f"{r['median']:,.0f} ({r['min']:,.0f}-{r['max']:,.0f}) |")
+    text = "\n".join(lines) + "\n"
+    (docs / "resp-collections-results.md").write_text(text)
+    try:
+        import matplotlib as mpl  # noqa: PLC0415
+
+        mpl.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except ImportError:
+        return text
+    rows = s["rows"]
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    xs = range(len(rows))
+    for offset, n, label in ((-0.2, small, f"{small:,}"), (0.2, big, f"{big:,}")):
+        ax.bar([x + offset for x in xs], [r["rps"][str(n)]["median"] for r in rows], 0.4,
+               label=f"{label} elements")
+    ax.set_xticks(list(xs), [f"{r['command']}\n{r['server']}" for r in rows], fontsize=7)
+    ax.set_ylabel("ops/s (median)")
+    ax.set_yscale("log")
+    ax.set_title("Collection size: 10^3 vs 10^6 elements (redis-benchmark -P "
+                 f"{result['settings']['pipeline']})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(docs / "resp-collections.png", dpi=120)
+    plt.close(fig)
+    return text
