@@ -9,7 +9,16 @@ collections; everything else byte for byte (README of the spec: redis-types.md Â
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
+
+from tuffdb.server.resp._process import redis_server_path, start_redis, start_tuffdb
+
+NEEDS_REDIS = pytest.mark.skipif(
+    redis_server_path() is None,
+    reason="redis-server is not installed (apt-get install redis-server; dev.py does it)")
 
 # Commands whose reply (or its nested arrays) Redis returns in no particular order.
 UNORDERED_TOP = frozenset({
@@ -168,3 +177,16 @@ def compare(servers: tuple[int, int], script: list[tuple[str, ...]], *,
         else:
             assert normalise(cmd, a) == normalise(cmd, b), \
                 f"{' '.join(cmd)!r}: tuffdb {a!r} != redis {b!r}"
+
+
+def tuffdb_and_redis(tmp_path_factory: pytest.TempPathFactory,
+                     name: str) -> Iterator[tuple[int, int]]:
+    """(tuffdb port, redis-server port) for a module: a fresh tuffdb (everysec) and a
+    throw-away redis-server, stopped at the end."""
+    tuff = start_tuffdb(tmp_path_factory.mktemp(name))
+    red = start_redis()
+    try:
+        yield tuff.port, red.port
+    finally:
+        tuff.stop()
+        red.stop()

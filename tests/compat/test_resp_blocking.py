@@ -17,27 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from tuffdb.server.resp._process import redis_server_path, start_redis, start_tuffdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from resp_harness import RawClient  # noqa: E402
+from resp_harness import NEEDS_REDIS, RawClient, tuffdb_and_redis  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
-    redis_server_path() is None,
-    reason="redis-server is not installed (apt-get install redis-server; dev.py does it)")
+pytestmark = NEEDS_REDIS
 
 WAIT_S = 20.0
 
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
-    tuff = start_tuffdb(Path(tmp_path_factory.mktemp("blocking")))
-    redis = start_redis()
-    try:
-        yield tuff.port, redis.port
-    finally:
-        tuff.stop()
-        redis.stop()
+    yield from tuffdb_and_redis(tmp_path_factory, "blocking")
 
 
 def wait_blocked(admin: RawClient, n: int) -> None:

@@ -20,27 +20,19 @@ from pathlib import Path
 import pytest
 import redis
 
-from tuffdb.server.resp._process import ServerProcess, redis_server_path, start_redis, start_tuffdb
+from tuffdb.server.resp._process import ServerProcess, start_redis, start_tuffdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from resp_harness import RawClient, compare  # noqa: E402
+from resp_harness import NEEDS_REDIS, RawClient, compare, tuffdb_and_redis  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
-    redis_server_path() is None,
-    reason="redis-server is not installed (apt-get install redis-server; dev.py does it)")
+pytestmark = NEEDS_REDIS
 
 WAIT_S = 30.0
 
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
-    tuff = start_tuffdb(Path(tmp_path_factory.mktemp("scripting")))
-    red = start_redis()
-    try:
-        yield tuff.port, red.port
-    finally:
-        tuff.stop()
-        red.stop()
+    yield from tuffdb_and_redis(tmp_path_factory, "scripting")
 
 
 CASES: list[tuple[str, ...]] = [

@@ -16,25 +16,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tuffdb.server.resp._process import ServerProcess, redis_server_path, start_redis, start_tuffdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from resp_harness import RawClient, compare, normalise  # noqa: E402
+from resp_harness import NEEDS_REDIS, RawClient, compare, normalise, tuffdb_and_redis  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
-    redis_server_path() is None,
-    reason="redis-server is not installed (apt-get install redis-server; dev.py does it)")
+pytestmark = NEEDS_REDIS
 
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
-    tuff = start_tuffdb(Path(tmp_path_factory.mktemp("resp-vs-redis")))
-    redis: ServerProcess = start_redis()
-    try:
-        yield tuff.port, redis.port
-    finally:
-        tuff.stop()
-        redis.stop()
+    yield from tuffdb_and_redis(tmp_path_factory, "resp-vs-redis")
 
 
 SCRIPTS: dict[str, list[tuple[str, ...]]] = {

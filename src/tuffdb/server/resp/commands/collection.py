@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from tuffdb._format.resp import META
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.common import to_int
-from tuffdb.server.resp.commands.keys import parse_cursor
+from tuffdb.server.resp.commands.keys import parse_cursor, scan_options
 from tuffdb.server.resp.glob import compile_glob
 from tuffdb.server.resp.keyspace import Op, drop_ops, lookup, meta_op, new_collection, stored
 from tuffdb.server.resp.table import SYNTAX, CommandError
@@ -81,23 +81,8 @@ def scan_reply(c: Conn, a: list[bytes], prefix: bytes, size: int,
     suffix, value)`` gives the reply items for one element; MATCH applies to the
     element (``match_key(suffix)`` when the suffix is not the element itself)."""
     cursor = parse_cursor(a[2])
-    pattern: bytes | None = None
-    count = 10
-    i = 3
-    while i < len(a):
-        opt = a[i].lower()
-        if i + 1 >= len(a):
-            raise CommandError(SYNTAX)
-        if opt == b"count":
-            count = to_int(a[i + 1])
-            if count < 1:
-                raise CommandError(SYNTAX)
-        elif opt == b"match":
-            pattern = a[i + 1]
-        else:
-            raise CommandError(SYNTAX)
-        i += 2
-    match = compile_glob(pattern) if pattern and pattern != b"*" else None
+    count, pattern, _ = scan_options(a, 3, with_type=False)
+    match = compile_glob(pattern) if pattern else None
     start: bytes | None = None
     if cursor:
         last = c.srv.cursors.get(cursor)

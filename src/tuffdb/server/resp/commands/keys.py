@@ -234,7 +234,7 @@ def scan_keys(c: Conn, pattern: bytes | None, start: bytes | None) -> Iterator[
 def scan(c: Conn, a: list[bytes]) -> bytes:
     """Iterate the keyspace with a cursor; MATCH, COUNT and TYPE filters."""
     cursor = parse_cursor(a[1])
-    count, pattern, want_type = _scan_options(a, 2)
+    count, pattern, want_type = scan_options(a, 2)
     start: bytes | None = None
     if cursor:
         last = c.srv.cursors.get(cursor)
@@ -266,7 +266,9 @@ def parse_cursor(raw: bytes) -> int:
     return cursor
 
 
-def _scan_options(a: list[bytes], i: int) -> tuple[int, bytes | None, bytes | None]:
+def scan_options(a: list[bytes], i: int, *, with_type: bool = True
+                 ) -> tuple[int, bytes | None, bytes | None]:
+    """SCAN-family options from ``a[i]``: (COUNT, MATCH pattern or None for all, TYPE)."""
     count, pattern, want_type = 10, None, None
     while i < len(a):
         opt = a[i].lower()
@@ -278,7 +280,7 @@ def _scan_options(a: list[bytes], i: int) -> tuple[int, bytes | None, bytes | No
                 raise CommandError(SYNTAX)
         elif opt == b"match":
             pattern = None if a[i + 1] == b"*" else a[i + 1]
-        elif opt == b"type":
+        elif opt == b"type" and with_type:
             want_type = a[i + 1].lower()
         else:
             raise CommandError(SYNTAX)

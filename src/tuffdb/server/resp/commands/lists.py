@@ -28,6 +28,8 @@ from tuffdb.server.resp.keyspace import (
 from tuffdb.server.resp.table import SYNTAX, WRONGTYPE, CommandError, command
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tuffdb.server.resp.conn import Conn
 
 LIST_TAGS = frozenset((TAG_LIST,))
@@ -410,13 +412,15 @@ def rpoplpush(c: Conn, a: list[bytes]) -> bytes:
     return c.enc.null if value is None else reply.bulk(value)
 
 
-def _mpop_args(a: list[bytes], first: int) -> tuple[list[bytes], bool, int]:
+def mpop_args(a: list[bytes], first: int, sides: tuple[bytes, bytes]) -> tuple[list[bytes],
+                                                                              bool, int]:
+    """LMPOP/ZMPOP ``numkeys key... <side> [COUNT n]`` from ``a[first]``: (keys, True for
+    ``sides[0]``, count)."""
     n = numkeys(a, first, 1)
     keys = a[first + 1 : first + 1 + n]
     rest = a[first + 1 + n :]
-    if not rest:
+    if not rest or rest[0].lower() not in sides:
         raise CommandError(SYNTAX)
-    left = _side(rest[0])
     count = 1
     if len(rest) == 3 and rest[1].lower() == b"count":  # noqa: PLR2004
         count = to_int(rest[2])
@@ -424,7 +428,7 @@ def _mpop_args(a: list[bytes], first: int) -> tuple[list[bytes], bool, int]:
             raise CommandError("ERR count should be greater than 0")
     elif len(rest) != 1:
         raise CommandError(SYNTAX)
-    return keys, left, count
+    return keys, rest[0].lower() == sides[0], count
 
 
 def _mpop_from(c: Conn, key: bytes, left: bool, count: int) -> bytes | None:
@@ -439,12 +443,8 @@ def _mpop_from(c: Conn, key: bytes, left: bool, count: int) -> bytes | None:
 @command("lmpop", -4, "write", (0, 0, 0), group="list", since="7.0.0")
 def lmpop(c: Conn, a: list[bytes]) -> bytes:
     """Pop elements from the first non-empty list of several."""
-    keys, left, count = _mpop_args(a, 1)
-    for key in keys:
-        out = _mpop_from(c, key, left, count)
-        if out is not None:
-            return out
-    return c.enc.null_array
+    keys, left, count = mpop_args(a, 1, (b"left", b"right"))
+    return first_served(keys, lambda key: _mpop_from(c, key, left, count)) or c.enc.null_array
 
 
 # -- blocking -----------------------------------------------------------------------------------
@@ -460,18 +460,26 @@ def parse_timeout(raw: bytes) -> float:
     return whole / 1000
 
 
-def wait_or_timeout(c: Conn, keys: list[bytes], timeout: float, attempt: object,
-                    timeout_reply: bytes, tags: frozenset[int] = LIST_TAGS) -> bytes:
-    """Nothing to serve now: inside MULTI/EXEC or a script reply as if timed out,
-    else park the client (see blocking.py)."""
+def first_served(keys: list[bytes], attempt: Callable[[bytes], bytes | None]) -> bytes | None:
+    """The reply of the first key (in argument order) ``attempt`` can serve, or None."""
+    for key in keys:
+        out = attempt(key)
+        if out is not None:
+            return out
+    return None
+
+
+def serve_or_wait(c: Conn, keys: list[bytes], timeout: float,
+                  attempt: Callable[[bytes], bytes | None], timeout_reply: bytes,
+                  tags: frozenset[int] = LIST_TAGS) -> bytes:
+    """A blocking command: served from the first key that can serve it; otherwise inside
+    MULTI/EXEC or a script the timeout reply at once, else the client parks (blocking.py)."""
+    out = first_served(keys, attempt)
+    if out is not None:
+        return out
     if c.no_block:
         return timeout_reply
-    raise Blocked(keys, timeout, attempt, tags, timeout_reply)  # type: ignore[arg-type]
-
-
-def _check_types(c: Conn, keys: list[bytes]) -> None:
-    for key in keys:
-        lookup(c.db, key, TAG_LIST)
+    raise Blocked(keys, timeout, attempt, tags, timeout_reply)
 
 
 def _bpop(c: Conn, a: list[bytes], *, left: bool) -> bytes:
@@ -486,11 +494,7 @@ def _bpop(c: Conn, a: list[bytes], *, left: bool) -> bytes:
         lst.finish(c)
         return reply.array([reply.bulk(key), reply.bulk(value)])
 
-    for key in keys:
-        out = attempt(key)
-        if out is not None:
-            return out
-    return wait_or_timeout(c, keys, timeout, attempt, c.enc.null_array)
+    return serve_or_wait(c, keys, timeout, attempt, c.enc.null_array)
 
 
 @command("blpop", -3, "write noscript", (1, -2, 1), group="list", since="2.0.0")
@@ -516,13 +520,9 @@ def _bmove(c: Conn, src: bytes, dst: bytes, from_left: bool, to_left: bool,
         value = move(c, key, dst, from_left, to_left)
         return None if value is None else reply.bulk(value)
 
-    out = attempt(src)
-    if out is not None:
-        return out
     # Quirk kept from Redis: the timeout reply is a null array, in MULTI a null bulk.
-    if c.no_block:
-        return c.enc.null
-    return wait_or_timeout(c, [src], timeout, attempt, c.enc.null_array)
+    return serve_or_wait(c, [src], timeout, attempt,
+                         c.enc.null if c.no_block else c.enc.null_array)
 
 
 @command("blmove", 6, "write denyoom noscript", (1, 2, 1), group="list", since="6.2.0")
@@ -542,14 +542,8 @@ def brpoplpush(c: Conn, a: list[bytes]) -> bytes:
 def blmpop(c: Conn, a: list[bytes]) -> bytes:
     """LMPOP, waiting up to timeout seconds."""
     timeout = parse_timeout(a[1])
-    keys, left, count = _mpop_args(a, 2)
-    _check_types(c, keys)
-
-    def attempt(key: bytes) -> bytes | None:
-        return _mpop_from(c, key, left, count)
-
+    keys, left, count = mpop_args(a, 2, (b"left", b"right"))
     for key in keys:
-        out = attempt(key)
-        if out is not None:
-            return out
-    return wait_or_timeout(c, keys, timeout, attempt, c.enc.null_array)
+        lookup(c.db, key, TAG_LIST)
+    return serve_or_wait(c, keys, timeout, lambda key: _mpop_from(c, key, left, count),
+                         c.enc.null_array)

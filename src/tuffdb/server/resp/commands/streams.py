@@ -25,7 +25,7 @@ from tuffdb._format.resp import STREAM_META, TAG_STREAM, U64_PAIR
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.collection import commit
 from tuffdb.server.resp.commands.common import to_int
-from tuffdb.server.resp.commands.lists import wait_or_timeout
+from tuffdb.server.resp.commands.lists import serve_or_wait
 from tuffdb.server.resp.keyspace import (
     Op,
     elements,
@@ -38,7 +38,7 @@ from tuffdb.server.resp.keyspace import (
 from tuffdb.server.resp.table import SYNTAX, CommandError, command
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from tuffdb.server.resp.conn import Conn
 
@@ -481,8 +481,8 @@ def xsetid(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901
 
 
 # -- reading ----------------------------------------------------------------------------------------
-def _range(c: Conn, a: list[bytes], reverse: bool) -> bytes:
-    lo_raw, hi_raw = (a[3], a[2]) if reverse else (a[2], a[3])
+def interval(lo_raw: bytes, hi_raw: bytes) -> tuple[Id, Id]:
+    """XRANGE/XPENDING bounds: ``-``/``+``, a bare ``ms``, ``(`` exclusive; inclusive ids."""
     lo_ex = lo_raw[:1] == b"(" and len(lo_raw) > 1
     hi_ex = hi_raw[:1] == b"(" and len(hi_raw) > 1
     lo = parse_id(lo_raw[1:] if lo_ex else lo_raw, 0, strict=lo_ex)[0]
@@ -497,6 +497,11 @@ def _range(c: Conn, a: list[bytes], reverse: bool) -> bytes:
         if prv is None:
             raise CommandError("ERR invalid end ID for the interval")
         hi = prv
+    return lo, hi
+
+
+def _range(c: Conn, a: list[bytes], reverse: bool) -> bytes:
+    lo, hi = interval(*((a[3], a[2]) if reverse else (a[2], a[3])))
     count: int | None = None
     if len(a) > 4:  # noqa: PLR2004
         if len(a) != 6 or a[4].lower() != b"count":  # noqa: PLR2004
@@ -595,8 +600,15 @@ def xread(c: Conn, a: list[bytes]) -> bytes:
                 break
         return entries_reply(c, items) if items else None
 
+    return _read_or_wait(c, list(dict.fromkeys(keys)), block, read)
+
+
+def _read_or_wait(c: Conn, keys: list[bytes], block: int | None,
+                  read: Callable[[bytes], bytes | None]) -> bytes:
+    """XREAD/XREADGROUP: every stream with something to read, else wait (BLOCK ms) for
+    the first that gets something."""
     out = []
-    for key in dict.fromkeys(keys):
+    for key in keys:
         got = read(key)
         if got is not None:
             out.append((key, got))
@@ -607,8 +619,7 @@ def xread(c: Conn, a: list[bytes]) -> bytes:
         got = read(key)
         return None if got is None else _streams_reply(c, [(key, got)])
 
-    return wait_or_timeout(c, list(dict.fromkeys(keys)), block / 1000, attempt,
-                           c.enc.null_array, STREAM_TAGS)
+    return serve_or_wait(c, keys, block / 1000, attempt, c.enc.null_array, STREAM_TAGS)
 
 
 def _nogroup(key: bytes, group: bytes) -> CommandError:
@@ -677,20 +688,13 @@ def xreadgroup(c: Conn, a: list[bytes]) -> bytes:
                 "messages. The $ ID would just return an empty result set.")
         if raw != b">":
             parse_id(raw, 0)
-    out = []
-    for key, raw in zip(keys, raw_ids, strict=True):
-        got = _read_group(c, key, gname, cname, raw, count, noack)
-        if got is not None:
-            out.append((key, got))
-    if out or block is None or any(r != b">" for r in raw_ids):
-        return _streams_reply(c, out)
+    ids = dict(zip(keys, raw_ids, strict=True))
 
-    def attempt(key: bytes) -> bytes | None:
-        got = _read_group(c, key, gname, cname, b">", count, noack)
-        return None if got is None else _streams_reply(c, [(key, got)])
+    def read(key: bytes) -> bytes | None:
+        return _read_group(c, key, gname, cname, ids[key], count, noack)
 
-    return wait_or_timeout(c, list(dict.fromkeys(keys)), block / 1000, attempt,
-                           c.enc.null_array, STREAM_TAGS)
+    blocks = block if all(r == b">" for r in raw_ids) else None
+    return _read_or_wait(c, list(ids), blocks, read)
 
 
 # -- groups ------------------------------------------------------------------------------------------
@@ -831,15 +835,7 @@ def xpending(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901
             i = 5
         if len(a) - i not in (3, 4):
             raise CommandError(SYNTAX)
-        lo_raw, hi_raw = a[i], a[i + 1]
-        lo_ex = lo_raw[:1] == b"(" and len(lo_raw) > 1
-        hi_ex = hi_raw[:1] == b"(" and len(hi_raw) > 1
-        lo = parse_id(lo_raw[1:] if lo_ex else lo_raw, 0, strict=lo_ex)[0]
-        hi = parse_id(hi_raw[1:] if hi_ex else hi_raw, U64_MAX, strict=hi_ex)[0]
-        if lo_ex:
-            lo = _incr(lo) or lo
-        if hi_ex:
-            hi = _decr(hi) or hi
+        lo, hi = interval(a[i], a[i + 1])
         count = max(to_int(a[i + 2]), 0)
         who = a[i + 3] if len(a) - i == 4 else None  # noqa: PLR2004
     s = Stream(c, key)

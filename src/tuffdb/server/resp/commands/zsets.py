@@ -19,12 +19,17 @@ from tuffdb.server.resp.commands.collection import (
     Coll,
     commit,
     format_double,
-    numkeys,
     positive_count,
     scan_reply,
 )
 from tuffdb.server.resp.commands.common import to_int
-from tuffdb.server.resp.commands.lists import clamp_range, parse_timeout, wait_or_timeout
+from tuffdb.server.resp.commands.lists import (
+    clamp_range,
+    first_served,
+    mpop_args,
+    parse_timeout,
+    serve_or_wait,
+)
 from tuffdb.server.resp.keyspace import (
     Op,
     elements,
@@ -607,11 +612,7 @@ def _bzpop(c: Conn, a: list[bytes], maximum: bool) -> bytes:
         m, s = _pop(c, z, 1, maximum)[0]
         return reply.array([reply.bulk(key), reply.bulk(m), _score(c, s)])
 
-    for key in keys:
-        out = attempt(key)
-        if out is not None:
-            return out
-    return wait_or_timeout(c, keys, timeout, attempt, c.enc.null_array, ZSET_TAGS)
+    return serve_or_wait(c, keys, timeout, attempt, c.enc.null_array, ZSET_TAGS)
 
 
 @command("bzpopmin", -3, "write noscript fast", (1, -2, 1), group="sorted-set", since="5.0.0")
@@ -626,23 +627,6 @@ def bzpopmax(c: Conn, a: list[bytes]) -> bytes:
     return _bzpop(c, a, True)
 
 
-def _mpop_args(a: list[bytes], first: int) -> tuple[list[bytes], bool, int]:
-    n = numkeys(a, first, 1)
-    keys = a[first + 1 : first + 1 + n]
-    rest = a[first + 1 + n :]
-    if not rest or rest[0].lower() not in (b"min", b"max"):
-        raise CommandError(SYNTAX)
-    maximum = rest[0].lower() == b"max"
-    count = 1
-    if len(rest) == 3 and rest[1].lower() == b"count":  # noqa: PLR2004
-        count = to_int(rest[2])
-        if count <= 0:
-            raise CommandError("ERR count should be greater than 0")
-    elif len(rest) != 1:
-        raise CommandError(SYNTAX)
-    return keys, maximum, count
-
-
 def _mpop_from(c: Conn, key: bytes, maximum: bool, count: int) -> bytes | None:
     z = ZSet(c, key)
     if not z.size:
@@ -655,28 +639,18 @@ def _mpop_from(c: Conn, key: bytes, maximum: bool, count: int) -> bytes | None:
 @command("zmpop", -4, "write", (0, 0, 0), group="sorted-set", since="7.0.0")
 def zmpop(c: Conn, a: list[bytes]) -> bytes:
     """Pop from the first non-empty zset of several."""
-    keys, maximum, count = _mpop_args(a, 1)
-    for key in keys:
-        out = _mpop_from(c, key, maximum, count)
-        if out is not None:
-            return out
-    return c.enc.null_array
+    keys, minimum, count = mpop_args(a, 1, (b"min", b"max"))
+    return first_served(keys, lambda key: _mpop_from(c, key, not minimum, count)) \
+        or c.enc.null_array
 
 
 @command("bzmpop", -5, "write", (0, 0, 0), group="sorted-set", since="7.0.0")
 def bzmpop(c: Conn, a: list[bytes]) -> bytes:
     """ZMPOP, waiting up to timeout seconds."""
     timeout = parse_timeout(a[1])
-    keys, maximum, count = _mpop_args(a, 2)
-
-    def attempt(key: bytes) -> bytes | None:
-        return _mpop_from(c, key, maximum, count)
-
-    for key in keys:
-        out = attempt(key)
-        if out is not None:
-            return out
-    return wait_or_timeout(c, keys, timeout, attempt, c.enc.null_array, ZSET_TAGS)
+    keys, minimum, count = mpop_args(a, 2, (b"min", b"max"))
+    return serve_or_wait(c, keys, timeout, lambda key: _mpop_from(c, key, not minimum, count),
+                         c.enc.null_array, ZSET_TAGS)
 
 
 # -- algebra --------------------------------------------------------------------------------------
