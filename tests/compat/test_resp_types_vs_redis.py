@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from resp_harness import NEEDS_REDIS, compare, tuffdb_and_redis  # noqa: E402
+from resp_harness import NEEDS_REDIS, RawClient, compare, normalise, tuffdb_and_redis  # noqa: E402
 
 pytestmark = NEEDS_REDIS
 
@@ -368,3 +368,49 @@ STREAM_GROUPS_RESP3: Script = [
 @pytest.mark.parametrize("name", ["STREAMS", "STREAM_GROUPS_RESP3"])
 def test_stream_scripts_reply_like_redis(servers: tuple[int, int], name: str) -> None:
     compare(servers, globals()[name])
+
+
+# -- pipelines of one command: the batch path (redis-benchmark -P 16) -------------------------
+def run_pipelines(port: int, setup: Script, pipelines: list[Script], reads: Script) -> list[object]:
+    c = RawClient(port)
+    try:
+        c.call("FLUSHALL")
+        out: list[object] = [c.call(*cmd) for cmd in setup]
+        for script in [*pipelines, reads]:
+            c.sock.sendall(b"".join(
+                b"*%d\r\n" % len(cmd) + b"".join(b"$%d\r\n%b\r\n" % (len(p), p)
+                                                 for p in (x.encode() for x in cmd))
+                for cmd in script))
+            out.append([normalise(cmd, c.read()) for cmd in script])
+        return out
+    finally:
+        c.close()
+
+
+PIPE_KEYS = st.sampled_from(["a", "b", "s"])
+ONE_COMMAND = st.one_of(
+    st.tuples(st.sampled_from(["LPUSH", "RPUSH"]), PIPE_KEYS, MEMBERS),
+    st.tuples(st.sampled_from(["LPUSH", "RPUSH"]), PIPE_KEYS, MEMBERS, MEMBERS),
+    st.tuples(st.sampled_from(["LPOP", "RPOP"]), PIPE_KEYS),
+    st.tuples(st.just("LRANGE"), PIPE_KEYS, INDEXES, INDEXES),
+    st.tuples(st.just("SADD"), PIPE_KEYS, MEMBERS),
+    st.tuples(st.just("SADD"), PIPE_KEYS, MEMBERS, MEMBERS),
+    st.tuples(st.just("HSET"), PIPE_KEYS, MEMBERS, MEMBERS),
+    st.tuples(st.just("ZADD"), PIPE_KEYS, st.sampled_from(["1", "2", "x", "inf"]), MEMBERS),
+)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(setup=st.lists(COMMAND, max_size=8),
+       pipelines=st.lists(st.lists(ONE_COMMAND, min_size=2, max_size=16), max_size=4))
+def test_pipelines_of_one_collection_command_reply_like_redis(
+        servers: tuple[int, int], setup: Script, pipelines: list[Script]) -> None:
+    same = [[cmd for cmd in p if cmd[0] == p[0][0]] for p in pipelines]  # one command each
+    reads = [("TYPE", k) for k in ("a", "b", "s")] + [
+        ("LRANGE", "a", "0", "-1"), ("SMEMBERS", "b"), ("HGETALL", "s"),
+        ("ZRANGE", "a", "0", "-1", "WITHSCORES"), ("LLEN", "b"), ("SCARD", "a"), ("HLEN", "b"),
+        ("ZCARD", "s")]
+    setup = [*setup, ("DISCARD",)]
+    assert run_pipelines(servers[0], setup, same, reads) == run_pipelines(servers[1], setup,
+                                                                          same, reads)

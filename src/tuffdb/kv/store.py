@@ -53,7 +53,7 @@ from tuffdb.storage.poison import Poison
 from tuffdb.storage.spare import Spares
 
 DURABILITY_MODES = ("always", "interval", "none")
-SCAN_CHUNK = 256  # first chunk of keys an ordered scan takes under the lock
+SCAN_CHUNK = 16  # first chunk of keys an ordered scan takes under the lock (x4 each next)
 
 
 class _KeepTTL:

@@ -133,8 +133,8 @@ def meta_op(skey: bytes, value: bytes, existed: bool) -> Op:
 
 def new_collection(ops: list[Op], ids: Ids, key: bytes) -> int:
     """Allocate an id for a collection about to be created at ``key``; queue its owner
-    record (and the id floor when a new block starts) in ``ops``."""
-    cid = ids.next(ops)
+    record in ``ops``."""
+    cid = ids.next()
     ops.append((owner(cid), key))
     return cid
 
@@ -170,21 +170,24 @@ def unsortable(raw: bytes, offset: int = 0) -> float:
 class Ids:
     """Collection ids: unique for the life of the data directory."""
 
-    __slots__ = ("_floor", "_next")
+    __slots__ = ("_floor", "_next", "_store")
 
     def __init__(self, store: KVStore) -> None:
+        self._store = store
         raw = store.get(ID_FLOOR_KEY)
         self._next = 1 if raw is None else int(_unpack_u64(raw)[0])
         self._floor = self._next  # ids below this were reserved by an earlier run
 
-    def next(self, ops: list[Op]) -> int:
+    def next(self) -> int:
         cid = self._next
         self._next += 1
         if cid >= self._floor:
-            # IMPORTANT: the new floor is written in the same batch as the first id of
-            # its block, so a batch using an id is never durable without its reservation.
+            # IMPORTANT: the new floor is written before the batch that uses the first id
+            # of its block (the log keeps write order), so no batch using an id is durable
+            # without its reservation, and a command that fails after taking an id loses
+            # nothing. Written to the store itself, never to a script's overlay.
             self._floor = cid + ID_BLOCK
-            ops.append((ID_FLOOR_KEY, _pack_u64(self._floor)))
+            self._store.put(ID_FLOOR_KEY, _pack_u64(self._floor), sync=False)
         return cid
 
 

@@ -139,3 +139,23 @@ def numkeys(a: list[bytes], i: int, trailing: int) -> int:
         raise CommandError(SYNTAX if trailing else
                            "ERR Number of keys can't be greater than number of args")
     return n
+
+
+# -- pipelines of one command (conn.py's batch path) ------------------------------------------
+def batchable(c: Conn, cmds: list[list[bytes]], argc: int, *, exact: bool = True) -> bool:
+    """Whether a pipeline of one collection command may run as one batch: every command
+    has the plain form (``argc`` arguments, or at least that many) and no client is
+    blocked on a key it names (those are served between commands, one by one)."""
+    lens = [len(a) for a in cmds]
+    if (lens.count(argc) != len(lens)) if exact else (min(lens) < argc):
+        return False
+    waiters = c.srv.blocking.waiters
+    return not waiters or not any(a[1] in waiters for a in cmds)
+
+
+def commit_batch(c: Conn, ops: list[Op], keys: list[bytes]) -> None:
+    """Write a batch's ops as one ``write_batch``; WATCH sees every key it changed."""
+    if ops:
+        c.db.write_batch(ops, sync=False)
+        for key in keys:
+            c.srv.touch(key)

@@ -9,11 +9,11 @@ import numpy as np
 
 from tuffdb._format.resp import TAG_HASH
 from tuffdb.server.resp import reply
-from tuffdb.server.resp.commands.collection import Coll, scan_reply
+from tuffdb.server.resp.commands.collection import Coll, batchable, commit_batch, scan_reply
 from tuffdb.server.resp.commands.common import INT64_MAX, INT64_MIN, to_int
 from tuffdb.server.resp.commands.numbers import add_and_format, parse_long_double
-from tuffdb.server.resp.keyspace import elements, hash_meta
-from tuffdb.server.resp.table import CommandError, command
+from tuffdb.server.resp.keyspace import Op, elements, hash_meta
+from tuffdb.server.resp.table import CommandError, batched, command
 
 if TYPE_CHECKING:
     from tuffdb.server.resp.conn import Conn
@@ -56,6 +56,38 @@ def _fields(c: Conn, h: Coll) -> list[tuple[bytes, bytes]]:
 def hset(c: Conn, a: list[bytes]) -> bytes:
     """Set hash fields; reply how many were new."""
     return reply.integer(_set_fields(c, a, "hset"))
+
+
+@batched("hset")
+def hset_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
+    """Pipelined HSETs: one metadata read per hash, one field read, one write_batch."""
+    if not batchable(c, cmds, 4, exact=False) or any(len(a) % 2 for a in cmds):
+        return []
+    hashes: dict[bytes, Coll] = {}
+    try:
+        for a in cmds:
+            if a[1] not in hashes:
+                hashes[a[1]] = Coll(c, a[1], TAG_HASH, create=True)
+    except CommandError:
+        return []
+    per_cmd = [dict(zip([elements(hashes[a[1]].cid) + f for f in a[2::2]], a[3::2],
+                        strict=True)) for a in cmds]
+    wanted = list(dict.fromkeys(k for pairs in per_cmd for k in pairs))
+    present = {k for k, v in zip(wanted, c.db.get_many(wanted), strict=True) if v is not None}
+    ops: list[Op] = []
+    out = []
+    for a, pairs in zip(cmds, per_cmd, strict=True):
+        added = [k for k in pairs if k not in present]
+        present.update(added)
+        ops.extend(pairs.items())
+        hashes[a[1]].size += len(added)
+        out.append(reply.integer(len(added)))
+    for h in hashes.values():
+        ops.extend(h.ops)
+        h.ops = ops
+        h.close(hash_meta(h.cid, h.size))
+    commit_batch(c, ops, list(hashes))
+    return out
 
 
 @command("hmset", -4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0")

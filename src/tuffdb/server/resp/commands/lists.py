@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING
 from tuffdb._format.resp import LIST_META, LIST_START, TAG_LIST, U64
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.blocking import Blocked
-from tuffdb.server.resp.commands.collection import commit, numkeys, positive_count
+from tuffdb.server.resp.commands.collection import (
+    batchable,
+    commit,
+    commit_batch,
+    numkeys,
+    positive_count,
+)
 from tuffdb.server.resp.commands.common import to_int
 from tuffdb.server.resp.commands.numbers import parse_long_double
 from tuffdb.server.resp.keyspace import (
@@ -25,7 +31,7 @@ from tuffdb.server.resp.keyspace import (
     new_collection,
     stored,
 )
-from tuffdb.server.resp.table import SYNTAX, WRONGTYPE, CommandError, command
+from tuffdb.server.resp.table import SYNTAX, WRONGTYPE, CommandError, batched, command
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -184,6 +190,73 @@ def _pop(c: Conn, a: list[bytes], *, left: bool) -> bytes:
     return c.enc.bulks(got)  # type: ignore[arg-type]
 
 
+def _push_batch(c: Conn, cmds: list[list[bytes]], *, left: bool) -> list[bytes]:
+    """Pipelined LPUSH/RPUSH: one metadata read per key, one write_batch."""
+    if not batchable(c, cmds, 3, exact=False):
+        return []
+    ops: list[Op] = []
+    states: dict[bytes, ListState] = {}
+    out = []
+    try:
+        for a in cmds:
+            lst = states.get(a[1])
+            if lst is None:
+                lst = states[a[1]] = ListState(c, a[1], create=True, ops=ops)
+            lst.push(a[2:], left=left)
+            out.append(reply.integer(lst.size))
+    except CommandError:
+        return []  # WRONGTYPE: one by one gives each command its reply (nothing written yet)
+    for lst in states.values():
+        lst.close()
+    commit_batch(c, ops, list(states))
+    for lst in states.values():
+        c.srv.signal(lst.key, lst.meta())
+    return out
+
+
+@batched("lpush")
+def lpush_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
+    return _push_batch(c, cmds, left=True)
+
+
+@batched("rpush")
+def rpush_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
+    return _push_batch(c, cmds, left=False)
+
+
+def _pop_batch(c: Conn, cmds: list[list[bytes]], *, left: bool) -> list[bytes]:
+    """Pipelined LPOP/RPOP without a count."""
+    if not batchable(c, cmds, 2):
+        return []
+    ops: list[Op] = []
+    states: dict[bytes, ListState] = {}
+    out = []
+    try:
+        for a in cmds:
+            lst = states.get(a[1])
+            if lst is None:
+                lst = states[a[1]] = ListState(c, a[1], ops=ops)
+            got = lst.pop(c, 1, left=left) if lst.size else []
+            out.append(reply.bulk(got[0]) if got else c.enc.null)
+    except CommandError:
+        return []
+    for lst in states.values():
+        if lst.existed:
+            lst.close()
+    commit_batch(c, ops, list(states))
+    return out
+
+
+@batched("lpop")
+def lpop_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
+    return _pop_batch(c, cmds, left=True)
+
+
+@batched("rpop")
+def rpop_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
+    return _pop_batch(c, cmds, left=False)
+
+
 @command("lpop", -2, "write fast", (1, 1, 1), group="list")
 def lpop(c: Conn, a: list[bytes]) -> bytes:
     """Remove and return the first element(s)."""
@@ -233,6 +306,29 @@ def lrange(c: Conn, a: list[bytes]) -> bytes:
     lst = ListState(c, a[1])
     i, j = clamp_range(a[2], a[3], lst.size)
     return c.enc.bulks(lst.values(c, i, j))  # type: ignore[arg-type]
+
+
+@batched("lrange")
+def lrange_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
+    """Pipelined LRANGEs: every element of every reply in one get_many."""
+    if list(map(len, cmds)).count(4) != len(cmds):
+        return []
+    try:
+        spans = []
+        for a in cmds:
+            lst = ListState(c, a[1])
+            i, j = clamp_range(a[2], a[3], lst.size)
+            spans.append((lst, i, j))
+    except CommandError:
+        return []
+    keys = [lst.pos(k) for lst, i, j in spans for k in range(i, j)]
+    values = c.db.get_many(keys)
+    out = []
+    pos = 0
+    for _, i, j in spans:
+        out.append(c.enc.bulks(values[pos : pos + j - i]))
+        pos += j - i
+    return out
 
 
 @command("lpos", -3, "readonly", (1, 1, 1), group="list", since="6.0.6")

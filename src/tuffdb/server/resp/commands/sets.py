@@ -14,14 +14,16 @@ from tuffdb._format.resp import META, TAG_SET
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.collection import (
     Coll,
+    batchable,
     commit,
+    commit_batch,
     numkeys,
     positive_count,
     scan_reply,
 )
 from tuffdb.server.resp.commands.common import to_int
 from tuffdb.server.resp.keyspace import Op, elements, new_collection, stored
-from tuffdb.server.resp.table import SYNTAX, CommandError, command
+from tuffdb.server.resp.table import SYNTAX, CommandError, batched, command
 
 if TYPE_CHECKING:
     from tuffdb.server.resp.conn import Conn
@@ -51,6 +53,37 @@ def sadd(c: Conn, a: list[bytes]) -> bytes:
     s.ops.extend((k, b"") for k in mkeys)
     s.finish(c, set_meta(s.cid, s.size + len(mkeys)))
     return reply.integer(len(mkeys))
+
+
+@batched("sadd")
+def sadd_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
+    """Pipelined SADDs: one metadata read per set, one membership read, one write_batch."""
+    if not batchable(c, cmds, 3, exact=False):
+        return []
+    sets: dict[bytes, Coll] = {}
+    try:
+        for a in cmds:
+            if a[1] not in sets:
+                sets[a[1]] = Coll(c, a[1], TAG_SET, create=True)
+    except CommandError:
+        return []  # WRONGTYPE: one by one gives each command its reply (nothing written)
+    per_cmd = [[elements(sets[a[1]].cid) + m for m in a[2:]] for a in cmds]
+    wanted = list(dict.fromkeys(k for keys in per_cmd for k in keys))
+    present = {k for k, v in zip(wanted, c.db.get_many(wanted), strict=True) if v is not None}
+    ops: list[Op] = []
+    out = []
+    for a, keys in zip(cmds, per_cmd, strict=True):
+        new = [k for k in dict.fromkeys(keys) if k not in present]
+        present.update(new)
+        ops.extend((k, b"") for k in new)
+        sets[a[1]].size += len(new)
+        out.append(reply.integer(len(new)))
+    for st in sets.values():
+        ops.extend(st.ops)
+        st.ops = ops
+        st.close(set_meta(st.cid, st.size))
+    commit_batch(c, ops, list(sets))
+    return out
 
 
 def remove(c: Conn, s: Coll, mkeys: list[bytes]) -> int:

@@ -17,7 +17,9 @@ from tuffdb._format.resp import META, TAG_SET, TAG_ZSET, U64
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.collection import (
     Coll,
+    batchable,
     commit,
+    commit_batch,
     format_double,
     positive_count,
     scan_reply,
@@ -39,7 +41,14 @@ from tuffdb.server.resp.keyspace import (
     stored,
     unsortable,
 )
-from tuffdb.server.resp.table import NOT_FLOAT, SYNTAX, WRONGTYPE, CommandError, command
+from tuffdb.server.resp.table import (
+    NOT_FLOAT,
+    SYNTAX,
+    WRONGTYPE,
+    CommandError,
+    batched,
+    command,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -420,6 +429,44 @@ def zadd(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0912  (Redis's opt
     if incr:
         return _score(c, new_score) if processed else c.enc.null
     return reply.integer(added + changed if ch else added)
+
+
+@batched("zadd")
+def zadd_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
+    """Pipelined plain ``ZADD key score member``: one metadata read per zset, one score
+    read, one write_batch."""
+    if not batchable(c, cmds, 4):
+        return []
+    zsets: dict[bytes, ZSet] = {}
+    try:
+        scores = [to_score(a[2]) for a in cmds]
+        for a in cmds:
+            if a[1] not in zsets:
+                zsets[a[1]] = ZSet(c, a[1], create=True)
+    except CommandError:
+        return []  # a bad score or WRONGTYPE: one by one (nothing was written)
+    mkeys = [zsets[a[1]].prefix + a[3] for a in cmds]
+    wanted = list(dict.fromkeys(mkeys))
+    known: dict[bytes, float | None] = {
+        k: None if v is None else unsortable(v)
+        for k, v in zip(wanted, c.db.get_many(wanted), strict=True)}
+    ops: list[Op] = []
+    out = []
+    for a, score, mkey in zip(cmds, scores, mkeys, strict=True):
+        z = zsets[a[1]]
+        old = known[mkey]
+        if old is None or old != score:
+            z.put(a[3], old, score)
+        known[mkey] = score
+        out.append(reply.ONE if old is None else reply.ZERO)
+    for z in zsets.values():
+        ops.extend(z.ops)
+        z.ops = ops
+        z.close(z.meta())
+    commit_batch(c, ops, list(zsets))
+    for z in zsets.values():
+        c.srv.signal(z.key, z.meta() or b"")
+    return out
 
 
 @command("zincrby", 4, "write denyoom fast", (1, 1, 1), group="sorted-set", since="1.2.0")
