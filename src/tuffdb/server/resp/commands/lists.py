@@ -65,12 +65,18 @@ class ListState:
     def pos(self, i: int) -> bytes:
         return self.prefix + _pack(self.head + i)
 
+    def positions(self, i: int, j: int) -> list[bytes]:
+        """Engine keys of elements i..j-1 (C loops: ``map`` over ``range``)."""
+        return list(map(self.prefix.__add__, map(_pack, range(self.head + i, self.head + j))))
+
     def values(self, c: Conn, i: int, j: int) -> list[bytes]:
         """Elements i..j-1 (0 <= i <= j <= size)."""
         if i >= j:
             return []
-        got = c.db.get_many([self.pos(k) for k in range(i, j)])
-        return [v if v is not None else b"" for v in got]
+        got = c.db.get_many(self.positions(i, j))
+        if None in got:  # only if the engine lost an element: never hand out a null
+            return [v if v is not None else b"" for v in got]
+        return got  # type: ignore[return-value]
 
     def push(self, values: list[bytes], *, left: bool) -> None:
         ops = self.ops
@@ -88,7 +94,7 @@ class ListState:
         n = min(n, self.size)
         if left:
             out = self.values(c, 0, n)
-            self.ops.extend((self.pos(k), None) for k in range(n))
+            self.ops.extend((k, None) for k in self.positions(0, n))
             self.head += n
         else:
             out = self.values(c, self.size - n, self.size)[::-1]
@@ -321,7 +327,7 @@ def lrange_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
             spans.append((lst, i, j))
     except CommandError:
         return []
-    keys = [lst.pos(k) for lst, i, j in spans for k in range(i, j)]
+    keys = [k for lst, i, j in spans for k in lst.positions(i, j)]
     values = c.db.get_many(keys)
     out = []
     pos = 0
