@@ -9,9 +9,13 @@ Creates ``.venv`` next to this file on first use and reinstalls only when
 with mypyc (``tuffdb native build``, redone only when a source changes): ``serve`` runs
 the compiled build, ``test`` runs the suite twice, pure Python first, then compiled
 (tests marked ``once`` only in the compiled pass).
-``test`` also installs the Debian packages the suite compares against (redis-server,
-redis-tools) when run as root with apt available, and carries on without them otherwise
-(those comparisons then say why they did not run).
+``test`` also installs the Debian packages the suite needs beside Python (redis-server and
+redis-tools, which it compares against; etcd-server and etcd-client, the coordination
+store the cluster tests start privately; iptables, with which the cluster fault tests cut
+links inside network namespaces of their own) when run as root with apt available, and carries on
+without them otherwise (the tests that need them then say why they did not run). The
+services these packages start on install (redis on 6379, etcd on 2379) are stopped: the
+tests start their own on free ports.
 """
 
 from __future__ import annotations
@@ -26,7 +30,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
-DEBIAN_TEST_PACKAGES = ("redis-server", "redis-tools")
+# Debian package -> the program it brings (how we tell it is installed).
+DEBIAN_TEST_PACKAGES = {
+    "redis-server": "redis-server",
+    "redis-tools": "redis-cli",
+    "etcd-server": "etcd",
+    "etcd-client": "etcdctl",
+    "iptables": "iptables",
+}
+# The services those packages start on install (stopped again: tests start their own).
+DEBIAN_SERVICES = ("redis-server", "etcd")
 
 
 def _run(*cmd: str | Path, check: bool = True) -> int:
@@ -49,7 +62,7 @@ def _ensure_venv(extras: str) -> None:
 
 
 def _ensure_debian_packages() -> None:
-    missing = [p for p in DEBIAN_TEST_PACKAGES if not shutil.which(p.replace("-tools", "-cli"))]
+    missing = [pkg for pkg, program in DEBIAN_TEST_PACKAGES.items() if not shutil.which(program)]
     if not missing or os.geteuid() != 0 or not shutil.which("apt-get"):
         return
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -58,8 +71,8 @@ def _ensure_debian_packages() -> None:
         if subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL).returncode:
             print(f"dev.py: '{' '.join(cmd)}' failed; tests that need {missing} will say so")
             return
-    # Debian's package starts a redis-server on 6379; the tests start their own.
-    subprocess.run(["service", "redis-server", "stop"], check=False, capture_output=True)
+    for service in DEBIAN_SERVICES:
+        subprocess.run(["service", service, "stop"], check=False, capture_output=True)
 
 
 def _native_build() -> bool | None:

@@ -413,3 +413,18 @@ def fmt_rate(v: float | None) -> str:
     if v >= 100:
         return f"{v:,.0f}"
     return f"{v:,.1f}"
+
+
+def run_tool(script: str, argv: list[str], tools: dict[str, str]) -> bool:
+    """Run ``python bench/<script> TOOL ...``: when ``argv`` starts with a name in ``tools``
+    (tool name -> helper module in ``bench/``), call that module's ``main()`` with the rest
+    of the arguments as its command line and return True; otherwise return False (the
+    benchmark itself runs). Profilers, probes and plotters live beside the benchmark they
+    serve this way, not as scripts of their own."""
+    if not argv or argv[0] not in tools:
+        return False
+    sys.argv = [f"{script} {argv[0]}", *argv[1:]]
+    result = importlib.import_module(tools[argv[0]]).main()
+    if isinstance(result, int) and result:
+        raise SystemExit(result)
+    return True

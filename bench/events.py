@@ -15,7 +15,7 @@ Workloads (names from PROTOCOL.md):
   embedded-b512: the embedded store at batch 512, 4 writer threads, one process, unpinned
                  (and embedded-b512-1core: the same pinned to the load generator's core)
 
-Results go to ``--out`` (default docs/benchmarks/events-raw/<run-id>.json) with the
+Results go to ``--out`` (default docs/benchmarks/events/<run-id>.json) with the
 environment, fsync probe, per-run counts and latency percentiles (suppressed when N < 1000).
 """
 
@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import umadb  # noqa: E402
 from _common import (  # noqa: E402
     ensure_native_build,
+    run_tool,
     environment,
     fsync_probe,
     latency_summary,
@@ -119,7 +120,7 @@ def server(kind: str, data_dir: Path) -> Iterator[str]:
     """Start ``tuffdb`` or ``umadb`` on a free port pinned to STORE_CPU; yield its URL."""
     pin = ["taskset", "-c", str(STORE_CPU)] if shutil.which("taskset") else []
     if kind == "tuffdb":
-        cmd = [sys.executable, "-m", "tuffdb.server.umadb_grpc", "--port", "0",
+        cmd = [sys.executable, "-m", "tuffdb.server.umadb", "--port", "0",
                "--data-dir", str(data_dir / "events")]
     else:
         port = _free_port()
@@ -406,7 +407,13 @@ def ratios(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+# python bench/events.py plot RUN.json ...: redraw a run's chart and table.
+TOOLS = {"plot": "_plot_events"}
+
+
 def main() -> None:
+    if run_tool("events.py", sys.argv[1:], TOOLS):
+        return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), for CI/dev")
     p.add_argument("--warmup", type=float, default=5.0)
@@ -448,7 +455,7 @@ def main() -> None:
         out["results"].update(run_embedded_both(args, base))
     out["ratios_tuffdb_over_umadb"] = ratios(out["results"])
     dest = Path(args.out) if args.out else (
-        REPO / "docs" / "benchmarks" / "events-raw" / f"{run_id}{'-smoke' if args.smoke else ''}.json")
+        REPO / "docs" / "benchmarks" / "events" / f"{run_id}{'-smoke' if args.smoke else ''}.json")
     dest.parent.mkdir(parents=True, exist_ok=True)
     write_json(dest, out)
     print(f"wrote {dest}", file=sys.stderr)

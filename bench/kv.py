@@ -29,7 +29,7 @@ Examples::
     python bench/kv.py --list                              # registered impls and workloads
 
 Results: ``<--out>/<run-id>/<cell>.json`` (raw, per rep, with the exact command) plus
-``environment.json`` (manifest, fsync probe at start and end). ``bench/plot_kv.py <run dir>``
+``environment.json`` (manifest, fsync probe at start and end). ``bench/kv.py plot <run dir>``
 regenerates the plots and a markdown table from those files only.
 """
 
@@ -66,6 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     MASK64,
     REPO,
+    run_tool,
     SplitMix64,
     apparent_size,
     bench_dir,
@@ -2200,7 +2201,13 @@ def list_registry() -> None:
     print("cells:", ", ".join(CELLS), "; default:", " ".join(DEFAULT_CELLS))
 
 
+# python bench/kv.py TOOL ...: plot a run's results again; a bare ingest loop for a profiler.
+TOOLS = {"plot": "_plot_kv", "profile-ingest": "_kv_profile"}
+
+
 def main(argv: list[str] | None = None) -> int:
+    if run_tool("kv.py", sys.argv[1:] if argv is None else argv, TOOLS):
+        return 0
     args = parse_args(argv)
     if args.list:
         list_registry()

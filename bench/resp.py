@@ -23,16 +23,16 @@ under ``taskset -c 1`` (when the machine has two CPUs). Every server starts on a
 data directory on a real disk (never tmpfs) which is deleted afterwards. fsync latency
 is probed at the start and the end.
 
-Output: ``docs/benchmarks/resp-raw/<run-id>.json`` (every rep, the environment, the exact
-commands) and ``docs/benchmarks/resp-raw/latest.json``; ``docs/benchmarks/resp.png`` and
-``docs/benchmarks/resp-results.md`` are drawn from ``latest.json`` only.
+Output: ``docs/benchmarks/resp/<run-id>.json`` (every rep, the environment, the exact
+commands) and ``latest.json``; ``resp.png`` and ``results.md`` beside them are drawn from
+``latest.json`` only. Older runs the docs cite are under ``docs/benchmarks/history/``.
 Targets from issue 4 are ratios tuffdb/Redis: SET >= 1x with ``always``; SET and GET
 >= 0.6x otherwise; with ``-P 16`` >= 0.3x.
 
 ``--suite types`` (issue 31) runs ``-t lpush,rpush,lpop,rpop,sadd,spop,hset,zadd,zpopmin,
 lrange_100,lrange_600`` (redis-benchmark's own payloads and keys, 50 clients) under
 ``everysec`` and ``always``, with and without ``-P 16``; its output goes to
-``resp-types-raw/`` and ``resp-types-results.md``/``resp-types.png``. Targets: >= 0.6x
+``docs/benchmarks/resp-types/`` (raw JSON, ``results.md``, ``resp-types.png``). Targets: >= 0.6x
 Redis at -P 1 and >= 0.3x at -P 16 for every command, >= 1x for every write command
 under ``always`` at -P 1 (read as issue 4's SET target was: the pipelined always cells
 keep the 0.3x bar).
@@ -78,7 +78,7 @@ TARGETS = {  # (pairing, pipeline) -> minimum tuffdb/redis ratio per test
     ("everysec", 1): {"SET": 0.6, "GET": 0.6},
     **{(p, 16): {"SET": 0.3, "GET": 0.3} for p in ("no", "everysec", "always")},
 }
-OUT_DIR = REPO / "docs" / "benchmarks" / "resp-raw"
+OUT_DIR = REPO / "docs" / "benchmarks" / "resp"
 TYPE_TESTS = "lpush,rpush,lpop,rpop,sadd,spop,hset,zadd,zpopmin,lrange_100,lrange_600"
 # redis-benchmark's CSV names for them (LRANGE_* need a list first: its own LPUSH fill).
 TYPE_NAMES = ("LPUSH", "RPUSH", "LPOP", "RPOP", "SADD", "HSET", "SPOP", "ZADD", "ZPOPMIN",
@@ -89,7 +89,7 @@ TYPE_TARGETS = {
     ("everysec", 1): dict.fromkeys(TYPE_NAMES, 0.6),
     **{(p, 16): dict.fromkeys(TYPE_NAMES, 0.3) for p in ("everysec", "always")},
 }
-TYPES_OUT_DIR = REPO / "docs" / "benchmarks" / "resp-types-raw"
+TYPES_OUT_DIR = REPO / "docs" / "benchmarks" / "resp-types"
 
 
 def pin(cpu: int) -> list[str]:
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             args.pairings = "everysec,always"
     out = Path(args.out)
     if args.plot_only:
-        render(json.loads((out / "latest.json").read_text()), out.parent)
+        render(json.loads((out / "latest.json").read_text()), out)
         return 0
     if shutil.which("redis-benchmark") is None or shutil.which("redis-server") is None:
         print("redis-benchmark and redis-server are needed: apt-get install redis-server "
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / f"{run_id}.json", result)
     write_json(out / "latest.json", result)
-    print(render(result, out.parent))
+    print(render(result, out))
     return 0
 
 
@@ -219,10 +219,10 @@ def table(result: dict[str, Any]) -> str:
 
 
 def render(result: dict[str, Any], docs: Path) -> str:
-    """Write resp-results.md and resp.png (if matplotlib is installed) from one result."""
+    """Write results.md and resp.png (if matplotlib is installed) from one result."""
     text = table(result)
     stem = "resp-types" if result.get("suite") == "types" else "resp"
-    (docs / f"{stem}-results.md").write_text(text)
+    (docs / "results.md").write_text(text)
     try:
         import matplotlib as mpl
 

@@ -20,8 +20,8 @@ the load generator on CPU 1):
 Per-operation cost is 1/throughput of a saturated server; the target is cost at 10^6 within
 1.5x of the cost at 10^3, per command and server. LPUSH and XADD grow their collection by
 ``ops`` during the measurement (the 10^3 cell ends near ``ops`` elements, still far below
-10^6). Output: ``docs/benchmarks/resp-collections-raw/<run>.json`` + ``latest.json``,
-``docs/benchmarks/resp-collections-results.md`` and ``resp-collections.png``.
+10^6). Output in ``docs/benchmarks/resp-collections/``: ``<run>.json`` + ``latest.json``,
+and ``results.md`` and ``resp-collections.png`` drawn from ``latest.json``.
 """
 
 # Benchmark script, not library code.
@@ -56,7 +56,7 @@ from resp import pin
 
 from tuffdb.server.resp._process import ServerProcess, start_redis, start_tuffdb
 
-OUT_DIR = REPO / "docs" / "benchmarks" / "resp-collections-raw"
+OUT_DIR = REPO / "docs" / "benchmarks" / "resp-collections"
 FILL_BATCH = 2000
 TARGET_COST_RATIO = 1.5
 COMMANDS = {  # name -> redis-benchmark command
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     if args.plot_only:
-        print(render(json.loads((out / "latest.json").read_text()), out.parent))
+        print(render(json.loads((out / "latest.json").read_text()), out))
         return 0
     ensure_native_build()
     if shutil.which("redis-benchmark") is None or shutil.which("redis-server") is None:
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / f"{run_id}.json", result)
     write_json(out / "latest.json", result)
-    print(render(result, out.parent))
+    print(render(result, out))
     return 0
 
 
@@ -245,7 +245,7 @@ def render(result: dict[str, Any], docs: Path) -> str:
         lines.append(f"| {what} | {t['median']:,.0f} ({t['min']:,.0f}-{t['max']:,.0f}) | "
                      f"{r['median']:,.0f} ({r['min']:,.0f}-{r['max']:,.0f}) |")
     text = "\n".join(lines) + "\n"
-    (docs / "resp-collections-results.md").write_text(text)
+    (docs / "results.md").write_text(text)
     try:
         import matplotlib as mpl  # noqa: PLC0415
 

@@ -37,7 +37,7 @@ Vector data (``--data``; ``both`` runs ``random`` then ``clustered``, each loade
   and each query is a uniformly chosen centroid plus N(0, CLUSTER_NOISE^2) noise per
   coordinate. Closer to real embeddings, which are clustered.
 
-Output: ``docs/benchmarks/search-raw/<run-id>.json`` and ``latest.json`` (every rep, the
+Output: ``docs/benchmarks/search/<run-id>.json`` and ``latest.json`` (every rep, the
 environment, the command; machine paths replaced by ``<repo>``, ``<dir>``, ``~``);
 ``--out`` changes the directory.
 """
@@ -55,7 +55,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import REPO, bench_dir, environment, latency_summary, spread, utc_now, write_json
+from _common import (
+    REPO,
+    bench_dir,
+    environment,
+    latency_summary,
+    run_tool,
+    spread,
+    utc_now,
+    write_json,
+)
 
 sys.path.insert(0, str(REPO / "src"))
 from tuffdb.documents import Database, Vector
@@ -258,7 +267,13 @@ def summarise(reps: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# python bench/search.py plot [RESULT.json]: the results table again.
+TOOLS = {"plot": "_plot_search"}
+
+
 def main(argv: list[str] | None = None) -> int:
+    if run_tool("search.py", sys.argv[1:] if argv is None else argv, TOOLS):
+        return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--docs", type=int, default=100_000)
     p.add_argument("--dim", type=int, default=128)
@@ -269,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ef-construction", type=int, default=200)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--dir", default=str(REPO / "bench" / "results" / "tmp"))
-    p.add_argument("--out", default=str(REPO / "docs" / "benchmarks" / "search-raw"))
+    p.add_argument("--out", default=str(REPO / "docs" / "benchmarks" / "search"))
     args = p.parse_args(argv)
     env = environment(args.dir, ["hnswlib", "chroma-hnswlib"])
     env["mode"] = "embedded, one thread issuing queries, closed loop"

@@ -60,9 +60,10 @@ each cell the benchmark waits for that server to go idle and charges the CPU it 
 meanwhile to the cell): on a host whose speed drifts over minutes, a ratio from cells
 seconds apart rather than minutes.
 
-Output: ``docs/benchmarks/ycsb-raw/<run-id>.json`` and ``latest.json`` (every cell, the
+Output: ``docs/benchmarks/ycsb/<tier>/<run-id>.json`` (``ycsb/all/`` when both tiers run)
+and ``latest.json`` (every cell, the
 environment, the commands; machine paths replaced by ``<repo>``, ``<dir>``, ``<out>``, ``~``);
-``--out`` changes the directory. ``python bench/plot_ycsb.py`` draws the tables.
+``--out`` changes the directory. ``python bench/ycsb.py plot RESULT.json`` draws the tables.
 """
 
 # Benchmark script, not library code.
@@ -85,6 +86,7 @@ from typing import Any
 
 from _common import (
     REPO,
+    run_tool,
     bench_dir,
     ensure_native_build,
     environment,
@@ -124,7 +126,7 @@ class TuffdbHttp:
             *_pin(cpu),
             sys.executable,
             "-m",
-            "tuffdb.server.ekodb_http",
+            "tuffdb.server.ekodb",
             "--port",
             "0",
             "--data-dir",
@@ -582,7 +584,19 @@ def setup_generators(args: argparse.Namespace) -> dict[str, str]:
     }
 
 
+# python bench/ycsb.py TOOL ...: the tools that serve this benchmark (see the docstring).
+TOOLS = {
+    "plot": "_plot_ycsb",
+    "cells": "_ycsb_cells",
+    "profile": "_ycsb_profile",
+    "stages": "_ycsb_stages",
+    "round-cost": "_ycsb_round_cost",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
+    if run_tool("ycsb.py", sys.argv[1:] if argv is None else argv, TOOLS):
+        return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--records", type=int, default=100_000)
     p.add_argument("--duration", type=float, default=5.0, help="measured window per cell, s")
@@ -639,8 +653,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server-cpu", type=int, default=0)
     p.add_argument("--client-cpu", type=int, default=1)
     p.add_argument("--dir", default=str(REPO / "bench" / "results" / "tmp"))
-    p.add_argument("--out", default=str(REPO / "docs" / "benchmarks" / "ycsb-raw"))
+    p.add_argument("--out", help="default: docs/benchmarks/ycsb/<tier> (ycsb/all for both tiers)")
     args = p.parse_args(argv)
+    if args.out is None:
+        tiers = args.tiers.split(",")
+        args.out = str(REPO / "docs" / "benchmarks" / "ycsb" / (tiers[0] if len(tiers) == 1 else "all"))
     ensure_native_build()
     args.threads = [int(t) for t in args.threads.split(",")]
     args.embedded_threads = [int(t) for t in args.embedded_threads.split(",")]

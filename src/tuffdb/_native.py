@@ -34,7 +34,7 @@ from pathlib import Path
 
 # The modules on the per-request and per-event paths (profiles: docs/benchmarks/*.md).
 # A module run with ``python -m`` cannot be compiled (an extension module has no code
-# object for runpy), so the ``-m`` entry points (umadb_grpc, ekodb_http) stay Python.
+# object for runpy), so the ``__main__`` modules of the ``-m`` entry points stay Python.
 HOT_MODULES = (
     "tuffdb/server/resp/parser.py",
     "tuffdb/server/resp/reply.py",
@@ -50,16 +50,16 @@ HOT_MODULES = (
     "tuffdb/events/type_column.py",
     "tuffdb/events/planner.py",
     "tuffdb/events/store.py",
-    "tuffdb/server/grpc_h2.py",
-    "tuffdb/server/hpack_codec.py",
-    "tuffdb/server/umadb_service.py",
-    "tuffdb/server/ekodb_proto.py",
-    "tuffdb/server/ekodb_app.py",
-    "tuffdb/server/ekodb_data.py",
-    "tuffdb/server/ekodb_sse.py",  # its Takeover subclasses ekodb_proto.Response
-    "tuffdb/server/ekodb_wire.py",
-    "tuffdb/server/ekodb_read_cache.py",
-    "tuffdb/server/ekodb_body.py",
+    "tuffdb/server/umadb/grpc_h2.py",
+    "tuffdb/server/umadb/hpack_codec.py",
+    "tuffdb/server/umadb/service.py",
+    "tuffdb/server/ekodb/proto.py",
+    "tuffdb/server/ekodb/app.py",
+    "tuffdb/server/ekodb/data.py",
+    "tuffdb/server/ekodb/sse.py",  # its Takeover subclasses proto.Response
+    "tuffdb/server/ekodb/wire.py",
+    "tuffdb/server/ekodb/read_cache.py",
+    "tuffdb/server/ekodb/body.py",
     "tuffdb/server/busy_poll.py",
     "tuffdb/storage/codec.py",
     "tuffdb/documents/codec.py",

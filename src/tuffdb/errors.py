@@ -56,6 +56,52 @@ class ConflictError(OperationalError):
     """A transaction lost a commit-time conflict; retry it."""
 
 
+class NotEnoughReplicasError(OperationalError):
+    """A durable write was fsynced here but not confirmed by the required number of
+    followers in time, so it is not acknowledged: it may or may not survive a failover.
+    Retry once followers are back in sync (``tuffdb cluster status``)."""
+
+
+class NotLeaderError(ReadOnlyError):
+    """This cluster node is not the leader (a follower, or a leader whose lease lapsed);
+    ``.leader`` names the current leader's address when one is known."""
+
+    def __init__(self, message: str, leader: str | None = None) -> None:
+        super().__init__(message)
+        self.leader = leader
+
+
+class CoordinationError(OperationalError):
+    """The coordination store (etcd) refused a request; ``code`` is its gRPC status code.
+
+    ``compact_revision`` is set when a read or watch asked for history etcd has compacted
+    away (code 11): read the current state and watch again from there.
+    """
+
+    def __init__(self, message: str, *, code: int | None = None,
+                 compact_revision: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.compact_revision = compact_revision
+
+
+class CoordinationUnavailable(CoordinationError):
+    """No etcd endpoint answered in time (down, paused, cut off or without a leader).
+
+    ``maybe_applied`` is True when a write was sent and its answer lost: it may or may not
+    have taken effect, so read before acting on either assumption.
+    """
+
+    def __init__(self, message: str, *, maybe_applied: bool = False,
+                 code: int | None = None) -> None:
+        super().__init__(message, code=code)
+        self.maybe_applied = maybe_applied
+
+
+class LeaseExpired(CoordinationError):
+    """The etcd lease is gone (its TTL ran out or it was revoked): keys under it are deleted."""
+
+
 class CorruptionError(Error):
     """Bytes on disk or on the wire failed validation.
 
@@ -116,9 +162,12 @@ __all__ = [
     "AuthError",
     "ClosedError",
     "ConflictError",
+    "CoordinationError",
+    "CoordinationUnavailable",
     "CorruptionError",
     "Error",
     "IntegrityError",
+    "LeaseExpired",
     "LimitExceeded",
     "LockTimeout",
     "NotFoundError",

@@ -89,6 +89,9 @@ def get_logger(name: str) -> Logger:
     return Logger(logging.getLogger(name))
 
 
+QUIET_LIBRARIES = ("httpx", "httpcore")
+
+
 def configure(level: str = "info", stream: IO[str] | None = None) -> None:
     """Send every log record of this process to ``stream`` (stderr) as JSON lines.
 
@@ -110,3 +113,7 @@ def configure(level: str = "info", stream: IO[str] | None = None) -> None:
     root.addHandler(handler)
     root.setLevel(level.upper())
     logging.captureWarnings(True)
+    # Libraries that log every request at INFO (the etcd client's httpx): their news is
+    # ours to report, as errors, not a line per request.
+    for chatty in QUIET_LIBRARIES:
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, root.level))

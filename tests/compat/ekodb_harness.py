@@ -24,7 +24,7 @@ READY = "ekodb_http ready on "
 class EkoServer:
     def __init__(self, data_dir: Path, **settings: Any) -> None:
         self.data_dir = data_dir
-        args = [sys.executable, "-m", "tuffdb.server.ekodb_http", "--port", "0",
+        args = [sys.executable, "-m", "tuffdb.server.ekodb", "--port", "0",
                 "--data-dir", str(data_dir)]
         for k, v in settings.items():
             args += ["--http-setting", f"{k}={msgspec.json.encode(v).decode()}"]

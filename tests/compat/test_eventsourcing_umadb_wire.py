@@ -90,7 +90,7 @@ class TestDCBRecorderOverUmaDBWire(DCBRecorderTestCase):
     def setUp(self) -> None:
         self._tmp = tempfile.TemporaryDirectory()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tuffdb.server.umadb_grpc", "--port", "0",
+            [sys.executable, "-m", "tuffdb.server.umadb", "--port", "0",
              "--data-dir", str(Path(self._tmp.name) / "events")],
             stderr=subprocess.PIPE, text=True,
         )

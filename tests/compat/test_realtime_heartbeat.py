@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from tuffdb.server import ekodb_sse, ekodb_ws
+from tuffdb.server.ekodb import sse as ekodb_sse
+from tuffdb.server.ekodb import ws as ekodb_ws
 from tuffdb.server.config import ServeConfig
-from tuffdb.server.ekodb_http import ADMIN_KEY_FILE, EkoDBFace
+from tuffdb.server.ekodb.server import ADMIN_KEY_FILE, EkoDBFace
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

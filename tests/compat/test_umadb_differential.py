@@ -49,7 +49,7 @@ def _wait(proc: subprocess.Popen[str], needle: str, streams: list[Any]) -> dict[
 @pytest.fixture
 def servers(tmp_path: Path) -> Iterator[tuple[umadb.Client, umadb.Client]]:
     ours = subprocess.Popen(
-        [sys.executable, "-m", "tuffdb.server.umadb_grpc", "--port", "0",
+        [sys.executable, "-m", "tuffdb.server.umadb", "--port", "0",
          "--data-dir", str(tmp_path / "tuffdb")], stderr=subprocess.PIPE, text=True)
     port = _free_port()
     theirs = subprocess.Popen(

@@ -20,14 +20,14 @@ import grpc
 import pytest
 import umadb
 
-from tuffdb.server.protocol import umadb_v1_pb2 as pb
+from tuffdb.events import umadb_v1_pb2 as pb
 
 
 class Server:
     def __init__(self, data_dir: Path, *extra: str) -> None:
         self.data_dir = data_dir
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tuffdb.server.umadb_grpc", "--port", "0",
+            [sys.executable, "-m", "tuffdb.server.umadb", "--port", "0",
              "--data-dir", str(data_dir), *extra],
             stderr=subprocess.PIPE, text=True,
         )
@@ -399,7 +399,7 @@ def test_health_watch_reports_not_serving_at_shutdown(tmp_path: Path) -> None:
     assert got == [umadb.ServingStatus.NOT_SERVING]
 
 
-# -- hostile HTTP/2 on a raw socket (server/grpc_h2.py): only that connection suffers -------
+# -- hostile HTTP/2 on a raw socket (server/umadb/grpc_h2.py): only that connection suffers -------
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
@@ -459,7 +459,7 @@ def test_malformed_http2_gets_goaway_and_the_server_keeps_serving(
 def test_unfinished_requests_are_bounded_per_connection(server: Server) -> None:
     """17 calls each holding 4 MiB of request body, none finished: past 64 MiB buffered
     the call that overflows gets RESOURCE_EXHAUSTED; nothing is written."""
-    from tuffdb.server.hpack_codec import Decoder, encode  # noqa: PLC0415
+    from tuffdb.server.umadb.hpack_codec import Decoder, encode  # noqa: PLC0415
 
     block = encode([(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"x"),
                     (b":path", b"/umadb.v1.DCB/Append"),

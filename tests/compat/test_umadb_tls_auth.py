@@ -57,7 +57,7 @@ def self_signed(tmp: Path) -> tuple[Path, Path, Path]:
 def tls_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     ca, cert, key = self_signed(tmp_path)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tuffdb.server.umadb_grpc", "--port", "0",
+        [sys.executable, "-m", "tuffdb.server.umadb", "--port", "0",
          "--data-dir", str(tmp_path / "events"), "--api-key", KEY,
          "--tls-cert", str(cert), "--tls-key", str(key)],
         stderr=subprocess.PIPE, text=True,

@@ -21,7 +21,7 @@ KILL_AFTER_ACKS = 400
 
 def start(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tuffdb.server.umadb_grpc", "--port", "0",
+        [sys.executable, "-m", "tuffdb.server.umadb", "--port", "0",
          "--data-dir", str(data_dir), "--segment-bytes", "65536"],
         stderr=subprocess.PIPE, text=True,
     )

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from tuffdb.server.config import ServeConfig
-from tuffdb.server.ekodb_http import EkoDBFace
-from tuffdb.server.ekodb_proto import Request, Response
+from tuffdb.server.ekodb.server import EkoDBFace
+from tuffdb.server.ekodb.proto import Request, Response
 
 
 class App:

@@ -2,7 +2,7 @@
 
 Benchmarks are never part of the test run (PROTOCOL.md section 4); this only checks that the
 harness still runs against the current KVStore API (tuffdb + sqlite3, no optional peers) and
-that bench/plot_kv.py can read what it wrote. No numbers are asserted.
+that ``bench/kv.py plot`` can read what it wrote. No numbers are asserted.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 KV = REPO / "bench" / "kv.py"
-PLOT = REPO / "bench" / "plot_kv.py"
 CELLS = ("ingest", "durable", "readrandom", "space", "reopen", "workloads", "openloop")
 
 
@@ -102,7 +101,7 @@ def test_bench_kv_smoke(tmp_path: Path) -> None:
         assert not (names - {n for n in names if n.startswith(("tuffdb", "sqlite"))})
 
     proc = subprocess.run(  # noqa: S603 - our own script
-        [sys.executable, str(PLOT), str(run), "--no-plots"],
+        [sys.executable, str(KV), "plot", str(run), "--no-plots"],
         cwd=REPO,
         capture_output=True,
         text=True,

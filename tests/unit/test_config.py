@@ -41,7 +41,10 @@ def test_serve_config_has_exactly_the_contract_fields() -> None:
     assert names == [
         "data_dir", "host", "admin_port", "resp_port", "grpc_port", "http_port",
         "durability", "interval_ms", "cache_mb", "encryption_key_file", "requirepass", "maxclients",
-        "api_key", "tls_cert", "tls_key", "log_level", "extra",
+        "api_key", "tls_cert", "tls_key", "log_level", "archive", "archive_interval",
+        "archive_base_interval", "archive_retention", "archive_lag_degraded", "cluster", "etcd",
+        "node_id", "advertise", "replication_port", "sync_replicas", "lease_ttl",
+        "confirm_timeout_ms", "replication_buffer_mb", "extra",
     ]
     with pytest.raises(dataclasses.FrozenInstanceError):
         ServeConfig().host = "0.0.0.0"  # type: ignore[misc]
@@ -203,3 +206,17 @@ def test_absent_flags_leave_no_attribute_so_env_can_win() -> None:
     add_serve_arguments(parser)
     args = vars(parser.parse_args(["--resp-port", "7", "--data-dir", "x"]))
     assert args == {"resp_port": "7", "data_dir": "x"}
+
+
+def test_cluster_options_need_etcd_and_a_node_id() -> None:
+    with pytest.raises(ConfigError, match="etcd"):
+        load({"cluster": "c1"}, env={})
+    config = load({"cluster": "c1", "etcd": "http://127.0.0.1:2379", "node_id": "n1",
+                   "sync_replicas": "0"}, env={})
+    assert (config.cluster, config.node_id, config.sync_replicas) == ("c1", "n1", 0)
+    assert load({}, env={}).sync_replicas is None  # the default: 1 once there are followers
+    with pytest.raises(ConfigError, match="node-id"):
+        load({"cluster": "c1", "etcd": "http://e", "node_id": "bad name"}, env={})
+    with pytest.raises(ConfigError, match="both 9090"):
+        load({"cluster": "c1", "etcd": "http://e", "node_id": "n", "replication_port": "9090"},
+             env={})

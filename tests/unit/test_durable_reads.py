@@ -1,5 +1,5 @@
 """Under ``durable_operations`` a read never shows a write before the write is durable
-(server/loop_rounds.py ``mark`` / ``keys_round``, ekodb_app.py ``_when_seen``): a
+(server/loop_rounds.py ``mark`` / ``keys_round``, ekodb/app.py ``_when_seen``): a
 by-id read of a record whose write waits for a round is answered with that round, a read
 of another record at once, and any other read waits for every round not yet durable.
 Real store, real fsync (through AIO), a real event loop."""
@@ -14,8 +14,8 @@ from typing import Any
 from tuffdb import metrics
 from tuffdb.kv.store import KVStore
 from tuffdb.server.config import ServeConfig
-from tuffdb.server.ekodb_http import EkoDBFace
-from tuffdb.server.ekodb_proto import Deferred, Request, Response
+from tuffdb.server.ekodb.server import EkoDBFace
+from tuffdb.server.ekodb.proto import Deferred, Request, Response
 from tuffdb.server.loop_rounds import LoopRounds, Waiter
 
 

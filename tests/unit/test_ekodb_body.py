@@ -1,4 +1,4 @@
-"""Splicing changed fields into a cached by-id reply (server/ekodb_body.py): the spliced
+"""Splicing changed fields into a cached by-id reply (server/ekodb/body.py): the spliced
 body is byte for byte the body encoded whole, and where that cannot be guaranteed the
 splice declines. Then through the real app over a real store: updates of records the read
 cache holds decoded reply what a read decoded from the store sends."""
@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from tuffdb.documents.wire import record_to_wire
-from tuffdb.server import ekodb_wire as ew
-from tuffdb.server.ekodb_body import pair, splice
-from tuffdb.server.ekodb_read_cache import ReadCache
+from tuffdb.server.ekodb import wire as ew
+from tuffdb.server.ekodb.body import pair, splice
+from tuffdb.server.ekodb.read_cache import ReadCache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ekodb_app_harness import App  # noqa: E402

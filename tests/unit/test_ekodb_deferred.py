@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from tuffdb.server.busy_poll import BusyPoll
-from tuffdb.server.ekodb_proto import Deferred, HttpProtocol, Request, Response
+from tuffdb.server.ekodb.proto import Deferred, HttpProtocol, Request, Response
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ekodb_app_harness import Transport  # noqa: E402

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tuffdb.server.ekodb_proto import HttpProtocol, Request, Response
+from tuffdb.server.ekodb.proto import HttpProtocol, Request, Response
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ekodb_app_harness import App, Transport  # noqa: E402

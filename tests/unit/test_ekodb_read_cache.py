@@ -1,4 +1,4 @@
-"""The by-id reply cache (server/ekodb_read_cache.py) through the real ekoDB app over a
+"""The by-id reply cache (server/ekodb/read_cache.py) through the real ekoDB app over a
 real store: a cached body is served only while the stored bytes are the ones it was made
 from, and replies shaped by anything else are never cached."""
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tuffdb.server.ekodb_proto import Request, Response
-from tuffdb.server.ekodb_read_cache import ENTRY_OVERHEAD, ReadCache
+from tuffdb.server.ekodb.proto import Request, Response
+from tuffdb.server.ekodb.read_cache import ENTRY_OVERHEAD, ReadCache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ekodb_app_harness import App  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuffdb.server.ekodb_proto import GZIP_MIN_BYTES, Response, serialize
+from tuffdb.server.ekodb.proto import GZIP_MIN_BYTES, Response, serialize
 
 
 def _expected(status: str, ctype: str, body: bytes, extra: str = "") -> bytes:

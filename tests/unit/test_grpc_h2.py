@@ -1,4 +1,4 @@
-"""gRPC-over-HTTP/2 helpers (server/grpc_h2.py): status trailers and deadlines."""
+"""gRPC-over-HTTP/2 helpers (server/umadb/grpc_h2.py): status trailers and deadlines."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from tuffdb.server.grpc_h2 import parse_timeout, percent_encode, status_block
+from tuffdb.server.umadb.grpc_h2 import parse_timeout, percent_encode, status_block
 
 
 def test_grpc_message_is_percent_encoded_outside_printable_ascii() -> None:

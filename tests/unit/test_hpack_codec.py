@@ -1,11 +1,11 @@
-"""HPACK decoding (server/hpack_codec.py) against RFC 7541 Appendix C, and its errors."""
+"""HPACK decoding (server/umadb/hpack_codec.py) against RFC 7541 Appendix C, and its errors."""
 
 from __future__ import annotations
 
 import pytest
 
-from tuffdb.server import hpack_codec
-from tuffdb.server.hpack_codec import Decoder, HPACKError, encode
+from tuffdb.server.umadb import hpack_codec
+from tuffdb.server.umadb.hpack_codec import Decoder, HPACKError, encode
 
 # RFC 7541 C.3 (no Huffman) and C.4 (Huffman): three requests on one connection.
 REQUESTS = [

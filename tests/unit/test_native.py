@@ -14,7 +14,7 @@ import tuffdb
 from tuffdb import _native
 
 HOT = ("tuffdb.server.resp.parser", "tuffdb.kv.store", "tuffdb.events.writer",
-       "tuffdb.server.grpc_h2", "tuffdb.server.ekodb_proto")
+       "tuffdb.server.umadb.grpc_h2", "tuffdb.server.ekodb.proto")
 
 
 def test_the_suite_runs_the_build_it_was_asked_for() -> None:

@@ -37,15 +37,15 @@ def test_bench_search_smoke(tmp_path: Path) -> None:
     assert rep["vector_hnsw_sweep"][0]["ef_search"] == 16
     plot = [
         sys.executable,
-        str(REPO / "bench" / "plot_ycsb.py"),
-        "--search",
+        str(REPO / "bench" / "search.py"),
+        "plot",
         str(tmp_path / "out" / "latest.json"),
         "--out",
         str(tmp_path / "plots"),
     ]
     done = subprocess.run(plot, capture_output=True, text=True, timeout=300, check=False)  # noqa: S603
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "| 0 | 300 |" in (tmp_path / "plots" / "search-results.md").read_text()
+    assert "| 0 | 300 |" in (tmp_path / "plots" / "results.md").read_text()
 
 
 def test_bench_ycsb_smoke(tmp_path: Path) -> None:
@@ -81,7 +81,8 @@ def test_bench_ycsb_smoke(tmp_path: Path) -> None:
         assert all(res["errors"] == 0 for res in cell["workloads"].values())
     plot = [
         sys.executable,
-        str(REPO / "bench" / "plot_ycsb.py"),
+        str(REPO / "bench" / "ycsb.py"),
+        "plot",
         str(tmp_path / "out" / "latest.json"),
         "--out",
         str(tmp_path / "plots"),

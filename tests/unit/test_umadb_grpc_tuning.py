@@ -1,11 +1,11 @@
-"""The gRPC face's thread scheduling (server/umadb_grpc_tuning.py)."""
+"""The gRPC face's thread scheduling (server/umadb/tuning.py)."""
 
 from __future__ import annotations
 
 import os
 import threading
 
-from tuffdb.server import umadb_grpc_tuning as tuning
+from tuffdb.server.umadb import tuning
 
 
 def test_batch_thread_sets_a_running_thread() -> None:

@@ -20,6 +20,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Self
 
 from tuffdb._failpoints import failpoint
+from tuffdb._format.kv import OP_PUT
 from tuffdb.documents import codec
 from tuffdb.documents.collection import Collection, Write, check_name
 from tuffdb.documents.listeners import PendingCommit, SearchHook
@@ -77,6 +78,8 @@ class Database:
         self.active_transactions: dict[str, Transaction] = {}
         self.trash_ttl: float | None = TRASH_TTL_SECONDS  # None: deletes are final
         self.listeners: list[Any] = [SearchHook(self)]  # commit listeners: documents/listeners.py
+        # A cluster follower's: called with every key a leader's round wrote (replica_apply).
+        self.replica_listeners: list[Callable[[list[bytes]], None]] = []
         # Told (collection, id) of every record written, (collection, None) for a dropped
         # collection, once the write is in the store (a server holds readers of a written
         # record until the write is durable: server/loop_rounds.py).
@@ -272,6 +275,62 @@ class Database:
                 tx.rollback()  # abandoned past its timeout: stop pinning the version table
         if not self.active_transactions and self.versions:
             self.versions.clear()
+
+    # --- a cluster follower ---------------------------------------------------------
+    def replica_apply(self, frames: bytes) -> int:
+        """Apply a leader's committed KV frames (``KVStore.replica_apply``) and keep what
+        is derived from them current, as the leader's own write path does: record
+        versions, indexes, search and watchers see the records written, in order. A
+        collection whose metadata changed (schema, index definitions, drop) is reloaded
+        on its next use. Intents are stored as they come; the leader deletes them once
+        their ops are in, and a node promoted to leader replays what is left
+        (:meth:`replay_intents`). Returns a ticket for ``kv.when_durable``.
+        """
+        kv = self.kv
+        records = kv.replica_records(frames)
+        writes: list[Write] = []
+        changed: set[str] = set()
+        for r in records:
+            key = r.key
+            prefix = key[:2]
+            if prefix == RECORD:
+                name, _, rid = key[2:].partition(b"\x00")
+                fields = None
+                if r.op == OP_PUT and not (r.expiry_ms and r.expiry_ms <= self._now_ms()):
+                    fields = codec.unpack_record(r.value)[0]
+                writes.append(Write(name.decode(), rid.decode(), fields))
+            elif prefix == META:
+                changed.add(key[2:].decode())
+        with self.lock:
+            pending = None
+            if writes and self.listeners:
+                pending = PendingCommit(self, writes, validate=False)
+            ticket = kv.replica_apply_records(records)
+            for name in changed:
+                self._collections.pop(name, None)
+            if writes:
+                self._applied(writes, pending)
+            elif changed:
+                self.seq += 1
+                for name in changed:
+                    self.collection_versions[name] = self.seq
+                if self.on_written is not None:
+                    self.on_written([(name, None) for name in changed])
+        if self.replica_listeners:
+            keys = [r.key for r in records]
+            for listener in self.replica_listeners:
+                listener(keys)
+        return int(ticket)
+
+    def replay_intents(self) -> int:
+        """Finish the multi-key writes whose intents are still stored (at open, and when a
+        follower becomes the leader); returns how many."""
+        with self.lock:
+            return self._replay_intents()
+
+    @staticmethod
+    def _now_ms() -> int:
+        return int(time.time() * 1000)
 
     def ensure_meta(self, names: Iterable[str]) -> None:
         for name in set(names):

@@ -44,7 +44,7 @@ class PendingCommit:
 
     __slots__ = ("db", "existed", "groups", "writes")
 
-    def __init__(self, db: Database, writes: list[Write]) -> None:
+    def __init__(self, db: Database, writes: list[Write], *, validate: bool = True) -> None:
         self.db, self.writes = db, writes
         # fast path: the usual batch touches one collection nobody listens to
         self.groups: dict[str, list[Any]] = {}
@@ -58,7 +58,7 @@ class PendingCommit:
             self.groups[name] = listeners
             records = [{**w.fields, "id": w.id} for w in writes
                        if w.collection == name and w.fields is not None]
-            for listener in listeners:
+            for listener in listeners if validate else ():
                 listener.validate(name, records)
         self.existed: list[bool] | None = None
         if self.groups and any(li.needs_kinds for ls in self.groups.values() for li in ls):

@@ -22,7 +22,7 @@ import numpy as np
 
 from tuffdb.errors import LimitExceeded, ProgrammingError
 from tuffdb.events.api import Event, SequencedEvent, TrackingInfo
-from tuffdb.server.protocol import umadb_v1_pb2 as pb
+from tuffdb.events import umadb_v1_pb2 as pb
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

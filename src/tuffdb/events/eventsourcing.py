@@ -8,6 +8,9 @@ eventsourcing's ``after`` is exclusive; our reads take an inclusive ``start``, s
 ``eventsourcing.persistence.IntegrityError``. ``TuffDBDCBFactory`` plugs the recorder into
 eventsourcing's infrastructure (``PERSISTENCE_MODULE=tuffdb.events.eventsourcing`` with
 ``TUFFDB_EVENTS_PATH``).
+
+Optional: needs the ``eventsourcing`` extra (``pip install 'tuffdb[eventsourcing]'``);
+without it, importing this module raises ``ImportError`` saying so.
 """
 
 from __future__ import annotations
@@ -16,16 +19,21 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from eventsourcing.dcb.api import (
-    DCBAppendCondition,
-    DCBEvent,
-    DCBQuery,
-    DCBReadResponse,
-    DCBRecorder,
-    DCBSequencedEvent,
-    DCBSubscription,
-)
-from eventsourcing.persistence import IntegrityError as ESIntegrityError
+try:
+    from eventsourcing.dcb.api import (
+        DCBAppendCondition,
+        DCBEvent,
+        DCBQuery,
+        DCBReadResponse,
+        DCBRecorder,
+        DCBSequencedEvent,
+        DCBSubscription,
+    )
+    from eventsourcing.persistence import IntegrityError as ESIntegrityError
+except ImportError as exc:  # pragma: no cover (the message is checked by the packaging test)
+    raise ImportError(
+        "tuffdb.events.eventsourcing needs the eventsourcing package: "
+        "pip install 'tuffdb[eventsourcing]'", name=exc.name) from exc
 
 from tuffdb.errors import IntegrityError
 from tuffdb.events.api import AppendCondition, Event, Query, QueryItem, after_to_start

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tuffdb._format.record import FRAME, FRAME_SIZE, Frame
+from tuffdb._format.record import FRAME, FRAME_SIZE, Frame, scan_frames
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE
 from tuffdb.errors import ClosedError, CorruptionError, ProgrammingError
 from tuffdb.events import codec, sealed_index
@@ -40,6 +40,7 @@ from tuffdb.events.api import (
 from tuffdb.events.columns import Column
 from tuffdb.events.format import LOG_FILE_KIND, LOG_SUFFIX
 from tuffdb.events.planner import Items, Planner, normalise
+from tuffdb.events.shipping_source import INDEX_DIR, LOG_DIR, EventsSource
 from tuffdb.events.subscription import Subscription
 from tuffdb.events.tag_index import TagIndex
 from tuffdb.events.type_column import TypeColumn
@@ -49,6 +50,7 @@ from tuffdb.storage.lock import DirLock
 from tuffdb.storage.poison import Poison
 from tuffdb.storage.preallocate import DEFAULT_AHEAD
 from tuffdb.storage.segmented_log import SegmentedLog
+from tuffdb.storage.shipping import Shipper
 
 DEFAULT_SEGMENT_BYTES = 256 << 20
 READ_CHUNK = 1024
@@ -101,13 +103,25 @@ class EventStore:
         self._seg_tags: set[str] = set()  # tags written in the active segment
         self._seg_tracking: dict[str, int] = {}  # and its tracking updates
         self.indexes_rebuilt = 0
+        # A cluster leader's hooks (cluster/): every durable drain's frames go to
+        # ``round_tap`` as ``[(log name, file offset, bytes)]``, then ``confirm(finish)``
+        # registers the drain's publication and answers, called once followers confirmed
+        # it (or with the reason they did not: then its appends get that error, though the
+        # events are in the log and published). The writer writes on meanwhile.
+        self.round_tap: Callable[[list[tuple[str, int, bytes]]], None] | None = None
+        self.confirm: Callable[[Callable[[BaseException | None], None]], None] | None = None
+        self._written = 0  # the last position in the log (>= _head, the published one)
         self.sealed_from_memory = 0
+        # The log-shipping seam (backup, archiving, replication): reported to after each
+        # durable change; a drain's bytes are handed over only while a feed listens.
+        self.shipper = Shipper(self.path, EventsSource(self))
         try:
             self._log = SegmentedLog(
                 self.path / "log", file_kind=LOG_FILE_KIND, suffix=LOG_SUFFIX,
                 segment_bytes=segment_bytes, poison=self._poison,
                 preallocate=preallocate_bytes,  # commits are fdatasyncs over zeros
                 key_id=self._codec.key_id if self._codec else 0,
+                shipper=self.shipper, ship_prefix=f"{LOG_DIR}/",
             )
             self._segment_bases = [s.base_address for s in self._log.segments]
             self._segment_paths = [s.path for s in self._log.segments]
@@ -116,6 +130,7 @@ class EventStore:
             self._lock.release()
             raise
         self.recovery = self._log.recovery
+        self._written = self._head
         self._writer = Writer(
             self, max_batch_events=max_batch_events, max_batch_bytes=max_batch_bytes
         )
@@ -210,6 +225,8 @@ class EventStore:
             sealed_index.write(self._index_dir, ix, seg.base_address, self._codec)
         except Exception:  # noqa: BLE001 (derived data: rebuilt on the next open)
             return
+        self.shipper.added(
+            f"{INDEX_DIR}/{sealed_index.index_path(self._index_dir, seg.base_address).name}")
 
     def _index_from_memory(
         self, seg_no: int, tags: set[str], tracking: dict[str, int]
@@ -320,6 +337,62 @@ class EventStore:
             self._deferred.append(req)
             return req.future
         return self._writer.submit(req)
+
+    def set_replication_hooks(
+            self, tap: Callable[[list[tuple[str, int, bytes]]], None] | None,
+            confirm: Callable[[Callable[[BaseException | None], None]], None] | None) -> None:
+        """Install (or with None, remove) a cluster leader's hooks (see ``round_tap``)."""
+        self.round_tap = tap
+        self.confirm = confirm
+
+    def _publish(self, head: int) -> None:
+        """Make positions up to ``head`` visible to readers (a confirmed drain)."""
+        if head > self._head:
+            self._head = head
+            self._notify(head)
+
+    def replica_apply(self, base: int, address: int, frames: bytes) -> int:
+        """Apply a leader's committed frames (a cluster follower; ``cluster/``).
+
+        ``frames`` are whole frames exactly as the leader wrote them at byte ``address`` of
+        its log segment ``base`` (encrypted when the store is: both sides share the key).
+        They are appended to this log at the same address (rolling where the leader
+        rolled, so the two logs stay alike byte for byte), fsynced, indexed the way
+        recovery indexes a segment, and published: readers and subscriptions see them
+        after this returns. Returns the new head.
+
+        :raises CorruptionError: the frames are not whole valid committed frames, or do
+            not continue this log (its tail address or its positions).
+        """
+        res = scan_frames(frames)
+        where = f"{self.path}: replicated frames at {address}"
+        if res.error is not None or res.committed_end != len(frames):
+            raise CorruptionError(res.error or "replicated frames end without COMMIT", path=where)
+        with self._writer._commit_lock:
+            if self._closed:
+                raise ClosedError("the event store is closed: open it again")
+            self._poison.check()
+            head = self._head
+            offset = SEGMENT_HEADER_SIZE + address - base
+            placed = [Frame(f.offset + offset, f.kind, f.flags, f.payload) for f in res.frames]
+            ix = sealed_index.scan_segment(placed, base, where, head + 1, self._codec)
+            log = self._log
+            try:
+                log.append_at(base, address, frames)
+                log.sync()
+            except CorruptionError:
+                raise
+            except BaseException as exc:
+                self._poison.set(exc)
+                raise
+            if log.segments[-1].base_address != self._segment_bases[-1]:
+                self._on_roll(head + 1)
+            self._feed(ix)
+            self._seg_tags.update(ix.postings)
+            self._seg_tracking.update(ix.tracking)
+            self._head = self._written = head + ix.count
+            self._notify(self._head)
+            return self._head
 
     def commit_deferred(self) -> None:
         """Commit every request deferred so far on the calling thread (one drain, one
@@ -512,6 +585,11 @@ class EventStore:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def key_id(self) -> int:
+        """Id of the encryption key the store writes with (0: not encrypted)."""
+        return self._codec.key_id if self._codec is not None else 0
 
     def check(self, deep: bool = False) -> list[str]:
         """Self-check; [] when consistent.

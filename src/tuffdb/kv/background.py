@@ -17,7 +17,7 @@ from tuffdb import metrics
 from tuffdb._format.kv import BLOCK_BITS, SEGMENT_SHIFT
 from tuffdb.errors import ClosedError
 from tuffdb.kv import merge
-from tuffdb.kv.cold import write_segment
+from tuffdb.kv.cold import hint_path, write_segment
 from tuffdb.kv.hot_tier import TOMBSTONE, HotSegment
 from tuffdb.storage.files import remove_quietly
 
@@ -142,8 +142,11 @@ def spill(store: KVStore, seg: HotSegment) -> None:
             metrics.KV_SEALED_PENDING.set(len(store._sealed))
             store._space_cv.notify_all()
         account_dead(store, olds)
-    if doomed:
-        remove_quietly([seg.wal_path])  # type: ignore[list-item]
+        store.shipper.added(cold.path.name)
+        store.shipper.added(hint_path(store._dir, cold.id).name)
+        if doomed:  # under the mutex: a shipping snapshot never sees a log vanish
+            remove_quietly([seg.wal_path])  # type: ignore[list-item]
+            store.shipper.removed(seg.wal_path.name)  # type: ignore[union-attr]
     if seg.wal_path is None and seg.pending is None:  # never logged: count its writes here
         metrics.KV_PUTS.inc(len(keys))
     metrics.KV_SPILLS.inc()

@@ -137,9 +137,14 @@ def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
     for s in old_retired:
         store._open_segs.pop(s.id, None)
         s.close()
+    if out is not None:
+        store.shipper.added(out.path.name)
+        store.shipper.added(hint_path(store._dir, out.id).name)
     # Not fsynced: if a crash resurrects them, open deletes them again (output's supersedes).
-    remove_quietly([p for s in group for p in (data_path(store._dir, s.id),
-                                                hint_path(store._dir, s.id))])
+    doomed = [p for s in group for p in (data_path(store._dir, s.id), hint_path(store._dir, s.id))]
+    remove_quietly(doomed)
+    for p in doomed:
+        store.shipper.removed(p.name)
     reclaimed = sum(s.file_size for s in group) - (out.file_size if out else 0)
     metrics.KV_COMPACTIONS.inc()
     metrics.KV_COMPACTED_BYTES.inc(max(0, reclaimed))

@@ -39,6 +39,7 @@ from tuffdb.kv.records import encode_pending, iter_records
 from tuffdb.storage.codec import LOG_ZSTD_LEVEL
 from tuffdb.storage.files import list_ids, remove_durably, remove_quietly, segment_name
 from tuffdb.storage.log_file import LogFile
+from tuffdb.storage.shipping import Part
 
 if TYPE_CHECKING:
     from tuffdb.kv.store import KVStore
@@ -195,11 +196,15 @@ def write_wal_batches(
 
 class StagedWal:
     """A round's frames appended to its logs but not yet fsynced (:func:`stage_wal_batches`):
-    fsync :meth:`sync_requests` by any means, then call :meth:`finish`."""
+    fsync :meth:`sync_requests` by any means, then call :meth:`finish`. ``tap_parts`` are
+    the round's frames as ``(log name, file offset, bytes)``, for ``KVStore.round_tap``."""
 
     def __init__(self, store: KVStore, touched: list[LogFile], finished: list[HotSegment],
-                 records: int) -> None:
+                 records: int, parts: list[Part] | None = None,
+                 tap_parts: list[tuple[str, int, bytes]] | None = None) -> None:
         self.store, self.touched, self.finished, self.records = store, touched, finished, records
+        self.parts = parts  # what the round wrote, for the shipping seam (None: nobody listens)
+        self.tap_parts = tap_parts  # the same, for a cluster leader's round_tap (None: none)
 
     def sync_requests(self) -> list[tuple[int, bool]]:
         """The ``(fd, data_only)`` pairs to fsync (failpoints as ``fsync_fd`` has them)."""
@@ -209,14 +214,20 @@ class StagedWal:
         return reqs
 
     def finish(self, *, synced: bool = False) -> None:
-        """After the fsyncs (``synced``: done outside LogFile.sync, e.g. by AIO): count
-        the records, close the logs of sealed segments, drop logs already spilled."""
+        """After the fsyncs (``synced``: done outside LogFile.sync, e.g. by AIO): report the
+        round to the shipping seam, count the records, close the logs of sealed segments,
+        drop logs already spilled."""
         if synced:
             for wal in self.touched:
                 wal.mark_synced()
+        store = self.store
+        if self.parts:
+            store.shipper.round(self.parts)
         if self.records:
             metrics.KV_PUTS.inc(self.records)
-        store = self.store
+        tap = store.round_tap
+        if tap is not None and self.tap_parts:
+            tap(self.tap_parts)  # durable here; a cluster leader ships it (cluster/)
         for seg in self.finished:
             if seg.wal is not None:
                 seg.wal.close()
@@ -226,6 +237,7 @@ class StagedWal:
                 doomed = seg.spilled and seg.wal_path is not None
             if doomed:
                 remove_quietly([seg.wal_path])  # type: ignore[list-item]
+                store.shipper.removed(seg.wal_path.name)  # type: ignore[union-attr]
 
 
 def stage_wal_batches(
@@ -236,6 +248,8 @@ def stage_wal_batches(
     touched: list[LogFile] = []
     finished: list[HotSegment] = []
     records = 0
+    parts: list[Part] | None = [] if store.shipper.feeds else None
+    tap_parts: list[tuple[str, int, bytes]] | None = [] if store.round_tap is not None else None
     for seg, chunks, final in work:
         if chunks:
             if seg.wal is None:
@@ -252,10 +266,16 @@ def stage_wal_batches(
             # Small groups (durable writes) skip compression: latency over bytes.
             flags, data = codec.encode(payload, compress=len(payload) >= LOG_COMPRESS_MIN_BYTES
                                        and codec.compress, level=LOG_ZSTD_LEVEL)
-            seg.wal.append([frame_header(Kind.KV_BATCH, data, flags | COMMIT), data])
+            framed = [frame_header(Kind.KV_BATCH, data, flags | COMMIT), data]
+            at = seg.wal.append(framed)
+            if parts is not None:
+                parts.append(seg.wal.shipped(at, framed))
+            if tap_parts is not None:
+                tap_parts.append((seg.wal_path.name, SEGMENT_HEADER_SIZE + at,  # type: ignore[union-attr]
+                                  framed[0] + data))
             if seg.wal not in touched:
                 touched.append(seg.wal)
             records += len(chunks) // 2
         if final:
             finished.append(seg)
-    return StagedWal(store, touched, finished, records)
+    return StagedWal(store, touched, finished, records, parts, tap_parts)

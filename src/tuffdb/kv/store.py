@@ -31,9 +31,11 @@ from tuffdb._format.kv import (
     MAX_KEY_SIZE,
     MAX_VALUE_SIZE,
     OFFSET_BITS,
+    OP_DELETE,
     SEGMENT_SHIFT,
     VALUE_BITS,
 )
+from tuffdb._format.record import Kind, scan_frames
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE
 from tuffdb.errors import (
     ClosedError,
@@ -46,10 +48,13 @@ from tuffdb.kv import background, recovery
 from tuffdb.kv.check import check_store, store_stats
 from tuffdb.kv.cold import ColdSegment
 from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES, TOMBSTONE, HotSegment
+from tuffdb.kv.records import Record, iter_records
+from tuffdb.kv.shipping_source import KVSource
 from tuffdb.storage.codec import Codec
 from tuffdb.storage.group_commit import GroupCommitter
 from tuffdb.storage.lock import DirLock
 from tuffdb.storage.poison import Poison
+from tuffdb.storage.shipping import Shipper
 from tuffdb.storage.spare import Spares
 
 DURABILITY_MODES = ("always", "interval", "none")
@@ -186,7 +191,13 @@ class KVStore(MutableMapping[bytes, bytes]):
         # spares so each commit is an fdatasync over existing blocks (storage/spare.py).
         self._spares: Spares | None = None
         self._use_spares(durability)
+        # The log-shipping seam (backup, archiving, replication): reported to after each
+        # durable change; round data is built only while a feed listens.
+        self.shipper = Shipper(directory, KVSource(self))
         self.recovery = recovery.RecoveryStats()
+        # Called with every durable round's frames, ``[(log name, file offset, bytes)]``,
+        # before its waiters are released: how a cluster leader ships its log (cluster/).
+        self.round_tap: Callable[[list[tuple[str, int, bytes]]], None] | None = None
         try:
             next_id = recovery.recover(self)
         except BaseException:
@@ -367,6 +378,81 @@ class KVStore(MutableMapping[bytes, bytes]):
             ticket = self._committer.ticket()
         if sync or (sync is None and self._durability == "always"):
             self._wait(ticket)
+
+    def set_replication_hooks(self, tap: Callable[[list[tuple[str, int, bytes]]], None] | None,
+                              confirm: Callable[[], None] | None) -> None:
+        """Install (or with None, remove) a cluster leader's hooks: ``tap`` gets every
+        durable round's frames, ``confirm`` blocks until followers confirmed them before
+        the round's writers are answered (``GroupCommitter.confirm``)."""
+        self.round_tap = tap
+        self._committer.confirm = confirm
+
+    def replica_apply(self, frames: bytes, where: str = "replicated log bytes") -> int:
+        """Apply a leader's committed log frames (a cluster follower; ``cluster/``).
+
+        ``frames`` are whole KV_BATCH frames exactly as the leader's log holds them
+        (encrypted when the store is: both sides have the same key). Their records go
+        through the write path of a put, in order, keeping each record's absolute expiry:
+        into the active hot segment (visible to readers at once) and this store's own log.
+        Applying the same frames twice leaves the same state (puts and deletes in order).
+        Returns a ticket for :meth:`when_durable` / :meth:`wait_durable`.
+
+        :raises CorruptionError: ``frames`` are not whole, valid, committed KV frames.
+        """
+        return self.replica_apply_records(self.replica_records(frames, where))
+
+    def replica_records(self, frames: bytes, where: str = "replicated log bytes") -> list[Record]:
+        """The records of a leader's committed log frames (see :meth:`replica_apply`).
+
+        :raises CorruptionError: ``frames`` are not whole, valid, committed KV frames.
+        """
+        res = scan_frames(frames)
+        if res.error is not None or res.committed_end != len(frames):
+            raise CorruptionError(f"replicated KV frames: {res.error or 'no COMMIT at the end'}",
+                                  path=where, offset=res.end)
+        records: list[Record] = []
+        for f in res.frames:
+            if f.kind != Kind.KV_BATCH:
+                raise CorruptionError(f"replicated frame of kind {f.kind}, not KV_BATCH",
+                                      path=where, offset=f.offset)
+            records.extend(iter_records(self._codec.decode(f.flags, f.payload, where), where))
+        return records
+
+    def replica_apply_records(self, records: list[Record]) -> int:
+        """Apply :meth:`replica_records`' result; returns a ticket (see :meth:`replica_apply`)."""
+        with self._lock:
+            self._check_writable()
+            seg = self._active
+            index, pending = seg.index, seg.pending
+            for r in records:
+                k = r.key
+                if r.op == OP_DELETE:
+                    index[k] = TOMBSTONE
+                    if pending is not None:
+                        seg.mixed = True
+                        pending += (k, None)
+                    if self._expiry:
+                        self._clear_expiry(seg, k)
+                    seg.bytes += len(k) + RECORD_OVERHEAD_BYTES
+                    continue
+                index[k] = r.value
+                if r.expiry_ms:
+                    seg.expiry[k] = self._expiry[k] = r.expiry_ms
+                    heapq.heappush(self._expiry_heap, (r.expiry_ms, k))
+                    if pending is not None:
+                        seg.mixed = True
+                        pending += (k, (r.value, r.expiry_ms))
+                else:
+                    if pending is not None:
+                        pending += (k, r.value)
+                    if self._expiry:
+                        self._clear_expiry(seg, k)
+                seg.bytes += len(k) + len(r.value) + RECORD_OVERHEAD_BYTES
+            if self._ordered is not None:
+                self._touched.update(r.key for r in records)
+            if seg.bytes >= self._hot_bytes:
+                self._seal_locked()
+            return self._committer.ticket()
 
     def delete(self, key: KeyLike, *, sync: bool | None = None) -> bool:
         """Remove ``key``; True if it existed. Writes a tombstone only when it existed."""
@@ -926,6 +1012,11 @@ class KVStore(MutableMapping[bytes, bytes]):
     @property
     def durability(self) -> str:
         return self._durability
+
+    @property
+    def key_id(self) -> int:
+        """Id of the encryption key the store writes with (0: not encrypted)."""
+        return self._codec.key_id
 
     def write_ticket(self) -> int:
         """A ticket covering every write issued so far (see :meth:`when_durable`)."""

@@ -154,17 +154,34 @@ class ApiKey:
 class KeyRing:
     """API keys and the JWT secret, kept in a KVStore (the documents store)."""
 
-    def __init__(self, kv: Any, *, sync: bool | None = None) -> None:
+    def __init__(self, kv: Any, *, sync: bool | None = None, read_only: bool = False) -> None:
+        """``read_only``: a cluster node that may not be the leader writes nothing here;
+        it reads keys and the secret a leader wrote (replicated into ``kv``) and
+        :meth:`reload` s them when they change; :meth:`ensure_secret` runs on promotion."""
         self.kv, self.sync = kv, sync
-        self._by_id = {}
-        for _, raw in kv.scan(KEY_PREFIX):
-            k = ApiKey.from_store(raw)
-            self._by_id[k.key_id] = k
-        secret = kv.get(SECRET_KEY)
-        if secret is None:
+        self.secret: bytes = b""
+        self._by_id: dict[str, ApiKey] = {}
+        self.reload()
+        if not read_only:
+            self.ensure_secret()
+
+    def reload(self) -> None:
+        """Read every key and the signing secret from the store again."""
+        self._by_id = {k.key_id: k for k in map(ApiKey.from_store,
+                                                 (raw for _, raw in self.kv.scan(KEY_PREFIX)))}
+        self.secret = self.kv.get(SECRET_KEY) or b""
+
+    def ensure_secret(self) -> None:
+        """Create the JWT signing secret if the store has none (a leader, or a lone node)."""
+        if not self.secret:
             secret = secrets.token_bytes(32)
-            kv.put(SECRET_KEY, secret, sync=True)
-        self.secret: bytes = secret
+            self.kv.put(SECRET_KEY, secret, sync=True)
+            self.secret = secret
+
+    @staticmethod
+    def stored_under(key: bytes) -> bool:
+        """Whether ``key`` is one of the keyring's own (a replicated change reloads it)."""
+        return key.startswith((KEY_PREFIX, SECRET_KEY))
 
     def _save(self, key: ApiKey) -> None:
         self.kv.put(KEY_PREFIX + key.key_id.encode(), key.to_store(), sync=self.sync)
@@ -216,6 +233,9 @@ class KeyRing:
 
     def verify(self, token: str) -> ApiKey:
         """The key a token was issued to. :raises AuthError: bad, expired or revoked."""
+        if not self.secret:
+            raise AuthError("no token can be verified yet: this node has not received the "
+                            "cluster's signing secret from the leader")
         payload = jwt_decode(token, self.secret)
         key = self._by_id.get(str(payload.get("sub")))
         if key is None:

@@ -1,10 +1,14 @@
-"""The HTTP admin endpoint of ``tuffdb serve``: ``GET /health`` and ``GET /metrics``.
+"""The HTTP admin endpoint of ``tuffdb serve``: ``GET /health``, ``GET /metrics`` and
+``POST /backup``.
 
 A deliberately small HTTP/1.1 server on asyncio streams with ``httptools`` doing the
-parsing. It serves two read-only paths to operators and scrapers, so it is strict:
-404 for any other path, 405 for any method but GET, 431 for a request head over
-:data:`MAX_HEAD_BYTES`, 413 for a body, and at most :data:`MAX_CONNECTIONS` open
-connections; an idle connection is closed after :data:`IDLE_TIMEOUT_S`.
+parsing. It serves two read-only paths to operators and scrapers and one operator
+action, so it is strict: 404 for any other path, 405 for a wrong method, 431 for a
+request head over :data:`MAX_HEAD_BYTES`, 413 for a body anywhere but ``POST /backup``
+(which takes a JSON body of at most :data:`MAX_BODY_BYTES`: ``{"dest": URL}``), and at
+most :data:`MAX_CONNECTIONS` open connections; an idle connection is closed after
+:data:`IDLE_TIMEOUT_S`. Like the rest of the admin port it has no authentication: bind
+it to a trusted interface (the default host is 127.0.0.1).
 Keep-alive and pipelining work because httptools tracks message boundaries.
 """
 
@@ -15,7 +19,7 @@ import json
 import os
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httptools
@@ -25,13 +29,14 @@ from tuffdb.log import get_logger
 from tuffdb.metrics import REGISTRY
 
 MAX_HEAD_BYTES = 16 * 1024
+MAX_BODY_BYTES = 64 * 1024
 MAX_CONNECTIONS = 64
 IDLE_TIMEOUT_S = 30.0
 READ_SIZE = 64 * 1024
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            413: "Content Too Large", 431: "Request Header Fields Too Large",
-            503: "Service Unavailable"}
+            409: "Conflict", 413: "Content Too Large", 431: "Request Header Fields Too Large",
+            500: "Internal Server Error", 503: "Service Unavailable"}
 _START = time.monotonic()
 
 log = get_logger(__name__)
@@ -39,6 +44,8 @@ log = get_logger(__name__)
 # health() returns (HTTP status, JSON body); faces() returns {face name: up?}.
 HealthFn = Callable[[], tuple[int, dict[str, Any]]]
 FacesFn = Callable[[], dict[str, bool]]
+# backup(request body) -> (HTTP status, JSON body), awaited on the loop.
+BackupFn = Callable[[bytes], Awaitable[tuple[int, dict[str, Any]]]]
 
 
 def _rss_bytes() -> int:
@@ -85,35 +92,42 @@ class _Request:
 
     def __init__(self) -> None:
         self.parser = httptools.HttpRequestParser(self)
-        self.done: list[tuple[bytes, bytes, bool]] = []
+        self.done: list[tuple[bytes, bytes, bool, bytes]] = []
         self.url = b""
         self.has_body = False
+        self.body = bytearray()
 
     def on_message_begin(self) -> None:
         self.url = b""
         self.has_body = False
+        self.body = bytearray()
 
     def on_url(self, url: bytes) -> None:
         self.url += url
 
-    def on_body(self, _body: bytes) -> None:
+    def on_body(self, body: bytes) -> None:
         self.has_body = True
+        if len(self.body) <= MAX_BODY_BYTES:
+            self.body += body
 
     def on_message_complete(self) -> None:
         method = self.parser.get_method()
-        if self.has_body:
+        if self.has_body and (method != b"POST" or self.url.split(b"?")[0] != b"/backup"
+                              or len(self.body) > MAX_BODY_BYTES):
             method = b"\0body"  # answered with 413 below
-        self.done.append((method, self.url, self.parser.should_keep_alive()))
+        self.done.append((method, self.url, self.parser.should_keep_alive(), bytes(self.body)))
 
 
 class AdminServer:
     """Serves /health and /metrics until :meth:`stop`."""
 
-    def __init__(self, host: str, port: int, health: HealthFn, faces: FacesFn) -> None:
+    def __init__(self, host: str, port: int, health: HealthFn, faces: FacesFn,
+                 backup: BackupFn | None = None) -> None:
         self.host = host
         self.port = port
         self._health = health
         self._faces = faces
+        self._backup = backup
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
@@ -144,7 +158,9 @@ class AdminServer:
         except httptools.HttpParserInvalidURLError:
             return 400, "text/plain", b"bad request target\n"
         if method == b"\0body":
-            return 413, "text/plain", b"requests to the admin endpoint take no body\n"
+            return 413, "text/plain", b"only POST /backup takes a body (a small JSON one)\n"
+        if path == b"/backup":
+            return 405, "text/plain", b"only POST is allowed\n"
         if path not in (b"/health", b"/metrics"):
             return 404, "text/plain", b"not found: try /health or /metrics\n"
         if method != b"GET":
@@ -154,6 +170,12 @@ class AdminServer:
             return status, "application/json", json.dumps(doc, default=str).encode() + b"\n"
         text = REGISTRY.render() + process_metrics(self._faces())
         return 200, METRICS_CONTENT_TYPE, text.encode()
+
+    async def _run_backup(self, payload: bytes) -> tuple[int, str, bytes]:
+        if self._backup is None:
+            return 404, "text/plain", b"this server cannot take backups\n"
+        status, doc = await self._backup(payload)
+        return status, "application/json", json.dumps(doc, default=str).encode() + b"\n"
 
     @staticmethod
     def _head(status: int, ctype: str, length: int, keep_alive: bool) -> bytes:
@@ -189,11 +211,13 @@ class AdminServer:
             try:
                 req.parser.feed_data(data)
             except httptools.HttpParserError:
-                req.done.append((b"\0bad", b"", False))
+                req.done.append((b"\0bad", b"", False, b""))
             keep_alive = True
-            for method, url, client_keep_alive in req.done:
+            for method, url, client_keep_alive, payload in req.done:
                 if method == b"\0bad":
                     status, ctype, body = 400, "text/plain", b"malformed HTTP request\n"
+                elif method == b"POST" and url.split(b"?")[0] == b"/backup":
+                    status, ctype, body = await self._run_backup(payload)
                 else:
                     status, ctype, body = self.respond(method, url)
                 keep_alive = client_keep_alive and status not in (400, 413)
@@ -203,7 +227,7 @@ class AdminServer:
             if req.done:
                 pending = 0
                 req.done.clear()
-            elif pending > MAX_HEAD_BYTES:
+            elif pending > MAX_HEAD_BYTES + (MAX_BODY_BYTES if req.has_body else 0):
                 status = 413 if req.has_body else 431
                 body = b"request too large\n"
                 writer.write(self._head(status, "text/plain", len(body), keep_alive=False) + body)

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import gc
 import importlib
+import json
 import logging
 import os
 import signal
@@ -42,8 +43,8 @@ if TYPE_CHECKING:
 # Face name -> module; start order is this order, stop order the reverse.
 FACE_MODULES = {
     "resp": "tuffdb.server.resp",
-    "grpc": "tuffdb.server.umadb_grpc",
-    "http": "tuffdb.server.ekodb_http",
+    "grpc": "tuffdb.server.umadb",
+    "http": "tuffdb.server.ekodb",
 }
 
 # Lifecycle lines (config, listening, ready, stopped, ...) are written at every
@@ -96,6 +97,11 @@ class Host:
         self.started = time.monotonic()
         self._stop = asyncio.Event()
         self._admin: AdminServer | None = None
+        self.archiver: Any = None  # tuffdb.backup.archive.Archiver with --archive
+        self._backup_running = False
+        self.node: Any = None  # the cluster node (tuffdb.cluster.node.Node) with --cluster
+        self.restart_reason: str | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- admin endpoint callbacks --------------------------------------------------
 
@@ -112,7 +118,77 @@ class Host:
         doc = {"status": status, "version": __version__, "pid": os.getpid(),
                "uptime_s": round(time.monotonic() - self.started, 3),
                "faces": faces, "unavailable": self.unavailable}
+        if self.archiver is not None:
+            doc["archive"] = self.archiver.status()
+            if status == "ok" and doc["archive"]["status"] != "ok":
+                status = doc["status"] = "degraded"
+        if self.node is not None:
+            doc["cluster"] = cluster = self.node.status()
+            doc["role"] = cluster["role"]
         return (200 if status == "ok" else 503), doc
+
+    def stores(self) -> dict[str, Any]:
+        """The open stores of the running faces, by data subdirectory (``kv``, ...)."""
+        out: dict[str, Any] = {}
+        for face in self.faces:
+            stores = getattr(face, "stores", None)
+            if stores is not None:
+                out.update(stores())
+        return out
+
+    async def backup(self, body: bytes) -> tuple[int, dict[str, Any]]:
+        """``POST /backup`` with ``{"dest": URL, "link": false}``: back up every store."""
+        from tuffdb.backup import datadir  # noqa: PLC0415 (only when asked)
+        from tuffdb.backup.objstore import open_target  # noqa: PLC0415
+        from tuffdb.backup.take import STAGING_DIR, take_backup  # noqa: PLC0415
+
+        try:
+            req = json.loads(body or b"{}")
+            dest = req["dest"]
+            if not isinstance(dest, str) or not dest:
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            return 400, {"error": 'the body must be JSON {"dest": "<directory or s3://...>"}'}
+        if self.state != "running":
+            return 503, {"error": f"the server is {self.state}"}
+        if self._backup_running:
+            return 409, {"error": "a backup is already running"}
+        self._backup_running = True
+        try:
+            sources = datadir.sources_of(self.stores())
+            config = self.config
+            log.info("backup started", dest=dest)
+            manifest = await asyncio.to_thread(
+                take_backup, sources, open_target(dest), config.data_dir / STAGING_DIR,
+                extra=datadir.extra_files(config.data_dir), link=bool(req.get("link")))
+        except Error as exc:
+            log.error("backup failed", dest=dest, error=str(exc))
+            return (409 if "not empty" in str(exc) else 500), {"error": str(exc)}
+        finally:
+            self._backup_running = False
+        log.info("backup finished", dest=dest)
+        return 200, {"dest": dest, "time_ns": manifest.time_ns,
+                     "stores": {n: {"time_ns": s.time_ns, "positions": s.positions,
+                                    "files": len(s.files)}
+                                for n, s in manifest.stores.items()}}
+
+    def _start_archiver(self) -> None:
+        from tuffdb.backup import datadir  # noqa: PLC0415
+        from tuffdb.backup.archive import Archiver  # noqa: PLC0415
+        from tuffdb.backup.objstore import open_target  # noqa: PLC0415
+
+        config = self.config
+        assert config.archive is not None
+        try:
+            target = open_target(config.archive)
+        except (Error, ImportError) as exc:
+            raise StartupError(f"archive {config.archive}: {exc}") from exc
+        self.archiver = Archiver(
+            target, datadir.sources_of(self.stores()), config.data_dir / ".archive",
+            interval_s=config.archive_interval, base_interval_s=config.archive_base_interval,
+            retention_s=config.archive_retention, degraded_lag_s=config.archive_lag_degraded)
+        self.archiver.start()
+        log.info("archiving", target=target.url, interval_s=config.archive_interval)
 
     def face_states(self) -> dict[str, bool]:
         up = dict.fromkeys(FACE_MODULES, False)
@@ -120,6 +196,16 @@ class Host:
         return up
 
     # -- lifecycle ---------------------------------------------------------------------
+
+    def request_restart(self, reason: str) -> None:
+        """From any thread: stop gracefully, then start again in place (a cluster follower
+        that must load the leader's snapshot before its stores open)."""
+        loop = self._loop
+        if loop is None or self.restart_reason is not None:
+            return
+        self.restart_reason = reason
+        log.warning("restarting", reason=reason)
+        loop.call_soon_threadsafe(self._stop.set)
 
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
@@ -161,7 +247,8 @@ class Host:
         except OSError as exc:
             raise StartupError(f"cannot create data_dir {config.data_dir}: {exc}") from exc
         if config.admin_port:
-            admin = AdminServer(config.host, config.admin_port, self.health, self.face_states)
+            admin = AdminServer(config.host, config.admin_port, self.health, self.face_states,
+                                self.backup)
             try:
                 await admin.start()
             except OSError as exc:
@@ -169,6 +256,8 @@ class Host:
                 raise StartupError(f"admin endpoint cannot listen on {where}: {exc}") from exc
             self._admin = admin
             log.info("listening", face="admin", address=admin.address)
+        if config.cluster is not None:
+            await self._join_cluster()
         for name, module_name in FACE_MODULES.items():
             port = getattr(config, f"{name}_port")
             if port == 0:
@@ -190,11 +279,42 @@ class Host:
             self.faces.append(face)
             address = getattr(face, "address", None) or _format_address(config.host, port)
             log.info("listening", face=name, address=address)
+        if config.archive:
+            self._start_archiver()
+        if self.node is not None:
+            self.node.start()
+
+    async def _join_cluster(self) -> None:
+        from tuffdb.cluster.node import Node  # noqa: PLC0415 (only with --cluster)
+        from tuffdb.server.face import set_cluster_node  # noqa: PLC0415
+
+        config = self.config
+        try:
+            node = Node(config, restart=self.request_restart)
+        except Error as exc:
+            raise StartupError(f"cluster {config.cluster}: {exc}") from exc
+        stores = {name: config.data_dir / sub for name, sub, port in (
+            ("kv", "kv", config.resp_port), ("documents", "documents", config.http_port),
+            ("events", "events", config.grpc_port)) if port}
+        try:
+            await asyncio.to_thread(node.bootstrap, stores)
+        except Error as exc:
+            raise StartupError(f"cluster {config.cluster}: cannot join through etcd "
+                               f"{config.etcd}: {exc}") from exc
+        self.node = node
+        set_cluster_node(node)
+        log.info("cluster joined", cluster=config.cluster, node=config.node_id,
+                 lsn=node.state.lsn, epoch=node.state.epoch)
 
     async def _shutdown(self) -> int:
         self.state = "stopping"
         log.info("stopping", faces=[face.name for face in reversed(self.faces)])
         code = 0
+        if self.node is not None:
+            # First: a leader hands its key back, so the others elect at once.
+            await asyncio.to_thread(self.node.stop)
+        if self.archiver is not None:  # ships what is pending while the stores are open
+            await asyncio.to_thread(self.archiver.stop)
         for face in reversed(self.faces):
             try:
                 await face.stop()
@@ -208,7 +328,7 @@ class Host:
         return code
 
     async def run(self) -> int:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
         log.info("starting", version=__version__, pid=os.getpid(), loop=self.loop_name,
@@ -249,5 +369,11 @@ def run(config: ServeConfig) -> int:
     lifecycle.setLevel(min(logging.INFO, lifecycle.getEffectiveLevel()))
     tune_gc()
     factory, loop_name = loop_factory()
+    host = Host(config, loop_name)
     with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(Host(config, loop_name).run())
+        code = runner.run(host.run())
+    if host.restart_reason is not None and code == 0:
+        # Start again in place: same pid, same arguments, fresh stores.
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    return code

@@ -12,7 +12,7 @@ worker that runs it needs this core).
 Measured (A/B on the compiled build, durable tier, wrk YCSB, alternating runs): C/1
 7.4k/8.6k/7.2k ops/s without, 15.6k/14.9k with a 200 us window, 14.6k with 100 us and
 8.0k with 50 us (shorter than the client's turn-around); the server's core 54 % -> 87-92 %
-busy. A YCSB run with that first version on (durable tier, docs/benchmarks/ycsb-busy-poll/,
+busy. A YCSB run with that first version on (durable tier, docs/benchmarks/history/ycsb-busy-poll/,
 20261201T050933Z) met 1x PostgreSQL at B/1, C/1, D/1 and C/8, but B/8, D/8 and F/8 fell
 well below the run before it: spinning under load keeps the loop's thread runnable on the
 one core, probably preempting a background thread that holds the GIL. So it now spins
@@ -24,7 +24,7 @@ A durable write's reply is written when its round's fsync completes, long after 
 request's input opened the window, so the loop went to sleep right after it and the
 client's next request had to wake it. Writing such a reply now counts as input from that
 connection (``HttpProtocol._deliver``). A/B on a day of heavy steal (alternating fresh
-servers, 13 pairs of 6-8 s cells, docs/benchmarks/ycsb-deferred-spin/ab.txt): durable F/1
+servers, 13 pairs of 6-8 s cells, docs/benchmarks/history/ycsb-deferred-spin/ab.txt): durable F/1
 ahead in 11 of 13 pairs (medians of the last six pairs 1,970 -> 2,285 ops/s), A/1 in 8 of
 13 (2,272 -> 2,392: within the noise). Spinning on (with ``sched_yield``) while the fsync
 itself is in flight did not help there (A/1 ahead in 2 of 7 pairs, F/1 in 4 of 7).

@@ -68,6 +68,20 @@ class ServeConfig:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     log_level: str = "info"
+    archive: str | None = None
+    archive_interval: float = 1.0
+    archive_base_interval: float = 3600.0
+    archive_retention: float = 7 * 86400.0
+    archive_lag_degraded: float = 30.0
+    cluster: str | None = None
+    etcd: str | None = None
+    node_id: str | None = None
+    advertise: str | None = None
+    replication_port: int = 7070
+    sync_replicas: int | None = None
+    lease_ttl: int = 3
+    confirm_timeout_ms: int = 2000
+    replication_buffer_mb: int = 256
     extra: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
 
 
@@ -85,6 +99,27 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError("must be a positive number of seconds")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError("must be a non-negative integer")
+    return value
+
+
+def _name(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", text):
+        raise ValueError("must be 1-63 letters, digits, '.', '_' or '-', starting with a "
+                         "letter or digit")
+    return text
+
+
 def _choice(*allowed: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in allowed:
@@ -95,8 +130,10 @@ def _choice(*allowed: str) -> Callable[[str], str]:
 
 
 # name -> (parser of the text form, help); the order is the order of --help.
-_METAVARS = {"durability": "MODE", "requirepass": "PASSWORD", "maxclients": "N",
-             "log_level": "LEVEL", "api_key": "KEY", "data_dir": "DIR"}
+_METAVARS = {"archive": "URL", "durability": "MODE", "requirepass": "PASSWORD", "maxclients": "N",
+             "log_level": "LEVEL", "api_key": "KEY", "data_dir": "DIR", "cluster": "NAME",
+             "etcd": "URLS", "node_id": "ID", "advertise": "HOST", "sync_replicas": "N",
+             "lease_ttl": "SECONDS"}
 _OPTIONS: dict[str, tuple[Callable[[str], Any], str]] = {
     "data_dir": (Path, "data directory; each face keeps its store in a subdirectory"),
     "host": (str, "address every listener binds to"),
@@ -114,6 +151,24 @@ _OPTIONS: dict[str, tuple[Callable[[str], Any], str]] = {
     "tls_cert": (Path, "TLS certificate (PEM); needs --tls-key"),
     "tls_key": (Path, "TLS private key (PEM); needs --tls-cert"),
     "log_level": (_choice(*LOG_LEVELS), "lowest level logged: debug|info|warning|error"),
+    "archive": (str, "archive continuously to a directory or s3://bucket/prefix"),
+    "archive_interval": (_seconds, "ship log tails to the archive at least this often, s"),
+    "archive_base_interval": (_seconds, "take a base backup into the archive this often, s"),
+    "archive_retention": (_seconds, "keep restore points for this long, s"),
+    "archive_lag_degraded": (_seconds, "/health says degraded past this archive lag, s"),
+    "cluster": (_name, "join the replicated cluster of this name (needs --etcd, --node-id)"),
+    "etcd": (str, "etcd client URLs, comma-separated, e.g. http://10.0.0.1:2379"),
+    "node_id": (_name, "this node's name in the cluster (unique, stable across restarts)"),
+    "advertise": (str, "address other nodes and clients reach this node at (default: --host)"),
+    "replication_port": (_port, "port followers fetch the leader's log from"),
+    "sync_replicas": (_count, "followers that must fsync a durable write before it is "
+                              "acknowledged (0: asynchronous; default 1 once the cluster has "
+                              "followers)"),
+    "lease_ttl": (_positive, "seconds the leader's etcd lease lasts without renewal"),
+    "confirm_timeout_ms": (_positive, "how long a durable write waits for its followers "
+                                      "before it fails (NOREPLICAS)"),
+    "replication_buffer_mb": (_positive, "recent rounds the leader keeps for followers that "
+                                         "fall behind; one further behind takes a snapshot"),
 }
 _SECRETS = frozenset({"requirepass", "api_key"})
 _DEFAULTS = ServeConfig()
@@ -135,7 +190,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _coerce(name: str, value: object, source: str) -> Any:
     parse = _OPTIONS[name][0]
-    if isinstance(value, bool) or not isinstance(value, str | int):
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ConfigError(f"{source}: must be a string or integer, not {value!r}")
     try:
         return parse(str(value))
@@ -204,8 +259,19 @@ def load(flags: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Serv
 def _validate(config: ServeConfig, env: Mapping[str, str]) -> None:
     if (config.tls_cert is None) != (config.tls_key is None):
         raise ConfigError("tls_cert and tls_key must be given together")
+    if config.cluster is not None:
+        if not config.etcd or not config.node_id:
+            raise ConfigError("cluster needs etcd (--etcd URL[,URL...]) and node_id (--node-id)")
+        if not config.replication_port:
+            raise ConfigError("cluster needs a replication_port other than 0")
+        if config.advertise is None and config.host in ("0.0.0.0", "::", ""):  # noqa: S104
+            raise ConfigError("with host bound to every address, give advertise: the "
+                              "address other nodes reach this one at")
     seen: dict[int, str] = {}
-    for name in ("admin_port", "resp_port", "grpc_port", "http_port"):
+    ports = ["admin_port", "resp_port", "grpc_port", "http_port"]
+    if config.cluster is not None:
+        ports.append("replication_port")
+    for name in ports:
         port = getattr(config, name)
         if port and port in seen:
             raise ConfigError(f"{name} and {seen[port]} are both {port}; give each its own port")

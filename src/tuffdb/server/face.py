@@ -1,7 +1,7 @@
 """The contract between ``tuffdb serve`` (``server/app.py``) and each protocol face.
 
-A face module (``tuffdb.server.resp``, ``tuffdb.server.umadb_grpc``,
-``tuffdb.server.ekodb_http``) exposes ``create(config: ServeConfig) -> Face``.
+A face package (``tuffdb.server.resp``, ``tuffdb.server.umadb``,
+``tuffdb.server.ekodb``) exposes ``create(config: ServeConfig) -> Face``.
 ``create`` opens the face's store under ``config.data_dir / <face name>`` and may
 raise :class:`tuffdb.errors.Error` with a message saying what to fix.
 
@@ -20,6 +20,21 @@ Lifecycle, driven by the host on one asyncio event loop (uvloop when available):
 from __future__ import annotations
 
 from typing import Any, Protocol
+
+# The cluster node of this process (``tuffdb.cluster.node.Node``), set by the host before
+# it creates the faces when ``--cluster`` is given, None otherwise. A face attaches its
+# store to it in ``create`` and asks it, per write, whether this node may take writes.
+_CLUSTER_NODE: Any = None
+
+
+def cluster_node() -> Any:
+    """This process's cluster node, or None when it is not in a cluster."""
+    return _CLUSTER_NODE
+
+
+def set_cluster_node(node: Any) -> None:
+    global _CLUSTER_NODE  # noqa: PLW0603 - one node per process, set by the host
+    _CLUSTER_NODE = node
 
 
 class Face(Protocol):

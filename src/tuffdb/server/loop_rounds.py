@@ -23,6 +23,11 @@ fsync to the kernel (Linux AIO, storage/aio_sync.py) and serves on; the eventfd 
 reports completion is one more reader on the loop, so no thread and no GIL hand-off is
 involved. One round's fsync is in flight at a time; the next gathers meanwhile.
 
+With ``threaded=True`` (a cluster leader: a round is acknowledged only once followers
+confirmed it, a network round trip the loop must not wait for) each round is handed to
+the store's committer thread (``when_durable``) and its waiters are called back on the
+loop when it completes; several rounds may be in flight, completing in order.
+
 Readers: a reply must not show a write a crash could still lose (PostgreSQL makes a commit
 visible only after its WAL flush; Redis sends every reply of a pass after the pass's
 fsync). :meth:`after_writes_seen` holds a reader's reply while any write waits for its
@@ -64,8 +69,10 @@ class LoopRounds:
     fsync in flight, as PostgreSQL's WAL flush). Where AIO is missing, or the store
     cannot split a round, the loop fsyncs inline as above."""
 
-    def __init__(self, store: DurableStore, *, aio: bool = False) -> None:
+    def __init__(self, store: DurableStore, *, aio: bool = False, threaded: bool = False) -> None:
         self.store = store
+        self.threaded = threaded
+        self._flying: dict[int, list[Waiter]] = {}  # threaded rounds in flight, by their _gen
         self._round: list[Waiter] = []
         self._passes = 0
         self._aio: AioSync | None = None
@@ -99,7 +106,7 @@ class LoopRounds:
     @property
     def holds_readers(self) -> bool:
         """Some write is not yet durable (a round gathers or is in flight)."""
-        return bool(self._round) or self._inflight is not None
+        return bool(self._round) or self._inflight is not None or bool(self._flying)
 
     def keys_round(self, keys: Iterable[Hashable]) -> list[Waiter] | None:
         """For a reader of ``keys`` alone: the waiter list of the latest round that one of
@@ -111,8 +118,12 @@ class LoopRounds:
         gens = [g for g in map(dirty.get, keys) if g is not None]
         if not gens:
             return None
-        if max(gens) == self._gen:
+        latest = max(gens)
+        if latest == self._gen:
             return self._round
+        flying = self._flying.get(latest)
+        if flying is not None:
+            return flying
         assert self._inflight is not None  # a marked key leaves _dirty when its round ends
         return self._inflight[0]
 
@@ -158,6 +169,8 @@ class LoopRounds:
             return self._round
         if self._inflight is not None:
             return self._inflight[0]
+        if self._flying:
+            return self._flying[max(self._flying)]
         return None
 
     def future(self) -> asyncio.Future[None]:
@@ -185,6 +198,9 @@ class LoopRounds:
         return None if join(done) is False else fut
 
     def _finish(self) -> None:
+        if self.threaded:
+            self._run_threaded()
+            return
         if self._inflight is not None:
             self._ready = True  # started by _completed, after the fsync in flight
             return
@@ -201,6 +217,34 @@ class LoopRounds:
         except Exception as exc:  # noqa: BLE001  (a closed or poisoned store: tell waiters)
             error = exc
         self._release(keys)
+        self._call(waiters, error)
+
+    def _run_threaded(self) -> None:
+        """Hand the gathered round to the store's committer thread; call its waiters on
+        the loop once it is durable (and confirmed)."""
+        waiters, keys = self._take()
+        gen = self._gen - 1
+        try:
+            fut = self.store.when_durable(self.store.write_ticket())  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001  (closed or poisoned: tell the waiters)
+            self._release(keys)
+            self._call(waiters, exc)
+            return
+        self._flying[gen] = waiters
+        loop = asyncio.get_running_loop()
+
+        def done(f: Any) -> None:
+            exc = f.exception()
+            loop.call_soon_threadsafe(self._landed, gen, keys, exc)
+
+        fut.add_done_callback(done)
+
+    def _landed(self, gen: int, keys: list[Hashable], error: BaseException | None) -> None:
+        waiters = self._flying.pop(gen)
+        dirty = self._dirty
+        for k in keys:
+            if dirty.get(k) == gen:
+                del dirty[k]
         self._call(waiters, error)
 
     # --- rounds fsynced through AIO -----------------------------------------------------

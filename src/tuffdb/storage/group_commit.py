@@ -13,19 +13,31 @@ record written at ``t`` is on disk by ``t + interval_s`` even if nothing follows
 
 IMPORTANT: a failed write or fsync poisons the store; waiters of that round and every
 later one get PoisonedError, never a false acknowledgement.
+
+Replication (a cluster leader, ``cluster/``) sets :attr:`GroupCommitter.confirm`: called
+after a round's write and fsync and before its waiters are released, it blocks until
+enough followers hold everything written so far. When it raises, that round's waiters
+get its error (``NotEnoughReplicasError``: the write is durable here but not confirmed,
+so it is not acknowledged) and the store is *not* poisoned: local data is intact and the
+next round may be confirmed again. While ``confirm`` is set no round is split
+(:meth:`begin_round` returns None): confirmation is a blocking wait, not a loop's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
 from tuffdb import metrics
 from tuffdb.errors import ClosedError
 from tuffdb.storage.poison import Poison
+
+
+MAX_FAILED_ROUNDS = 4096  # unconfirmed rounds remembered for their late waiters
 
 
 class GroupCommitter:
@@ -61,6 +73,10 @@ class GroupCommitter:
         self._leading = False  # a round is running (in the committer thread or a leader)
         self._closing = False
         self._futures: list[tuple[int, Future[None]]] = []
+        # round number -> why it was not confirmed (see the module docstring); kept for the
+        # waiters that look after the round ended, the newest MAX_FAILED_ROUNDS of them.
+        self._failed: dict[int, BaseException] = {}
+        self.confirm: Callable[[], None] | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -90,6 +106,9 @@ class GroupCommitter:
                     self._poison.check()
                     self._cv.wait()
                 if self._durable >= ticket:
+                    failed = self._failed.get(ticket)
+                    if failed is not None:
+                        raise failed
                     break
                 self._poison.check()
                 if self._closing and not self._thread.is_alive():
@@ -116,7 +135,7 @@ class GroupCommitter:
         ``settle()`` finishes the fsync and calls end_round synchronously: :meth:`close`
         calls it when the round is still open (close from the thread that began it).
         """
-        if self._stage is None:
+        if self._stage is None or self.confirm is not None:
             return None
         with self._cv:
             if self._leading or self._closing:
@@ -158,11 +177,36 @@ class GroupCommitter:
         if failed:
             self._fail_remaining()
 
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Run one round (every write so far becomes durable), then hold off the next one
+        until the block ends: the logs stand at a round boundary inside it (the shipping
+        seam's pause, storage/shipping.py). Waiters and the committer thread wait meanwhile.
+        """
+        with self._cv:
+            while self._leading:
+                self._cv.wait()
+            self._leading = True
+        try:
+            self._round()
+            yield
+        finally:
+            with self._cv:
+                self._leading = False
+                self._cv.notify_all()
+                if self._futures:
+                    self._urgent = True
+                    self._work.notify()
+
     def future(self, ticket: int) -> Future[None]:
         fut: Future[None] = Future()
         with self._cv:
             if self._durable >= ticket:
-                fut.set_result(None)
+                failed = self._failed.get(ticket)
+                if failed is not None:
+                    fut.set_exception(failed)
+                else:
+                    fut.set_result(None)
             elif self._poison:
                 fut.set_exception(self._poison_error())
             else:
@@ -248,20 +292,37 @@ class GroupCommitter:
             self._poison.set(exc)
             self._fail_remaining()
             return
+        confirm = self.confirm
+        if confirm is not None:
+            try:
+                confirm()
+            except Exception as exc:  # noqa: BLE001 - not confirmed: this round fails
+                self._mark_durable(number, records, failed=exc)
+                return
         self._mark_durable(number, records)
 
-    def _mark_durable(self, number: int, records: int) -> None:
-        """Round ``number`` (of ``records``) is on disk: release its waiters."""
+    def _mark_durable(self, number: int, records: int,
+                      failed: BaseException | None = None) -> None:
+        """Round ``number`` (of ``records``) is on disk: release its waiters, with
+        ``failed`` as their error when the round was not confirmed."""
         if records:
             metrics.GROUP_SIZE.observe(records)
         with self._cv:
             self._durable = number
-            ready = [f for t, f in self._futures if t <= number]
+            if failed is not None:
+                self._failed[number] = failed
+                if len(self._failed) > MAX_FAILED_ROUNDS:
+                    del self._failed[min(self._failed)]
+            ready = [(t, f) for t, f in self._futures if t <= number]
             if ready:
                 self._futures = [(t, f) for t, f in self._futures if t > number]
             self._cv.notify_all()
-        for f in ready:
-            f.set_result(None)
+        for t, f in ready:
+            err = self._failed.get(t)
+            if err is None:
+                f.set_result(None)
+            else:
+                f.set_exception(err)
 
     def _fail_remaining(self) -> None:
         with self._cv:
@@ -271,6 +332,10 @@ class GroupCommitter:
             if self._poison:
                 f.set_exception(self._poison_error())
             elif t <= self._durable:
-                f.set_result(None)
+                err = self._failed.get(t)
+                if err is None:
+                    f.set_result(None)
+                else:
+                    f.set_exception(err)
             else:
                 f.set_exception(ClosedError("the store closed before this write was made durable"))

@@ -141,6 +141,17 @@ class LogFile:
         metrics.LOG_BYTES.inc(n)
         return at
 
+    def shipped(self, at: int, data: bytes | list[bytes]) -> tuple[str, int, int, bytes]:
+        """The shipping seam's part (storage/shipping.py) for an :meth:`append` of ``data``
+        that returned ``at``: file offsets, and the header's bytes too when these are the
+        log's first frames, so a consumer rebuilds the file from its parts alone."""
+        body = data if isinstance(data, bytes) else b"".join(data)
+        start = SEGMENT_HEADER_SIZE + at
+        end = start + len(body)
+        if at == 0:
+            return self.path.name, 0, end, self.header.pack() + body
+        return self.path.name, start, end, body
+
     def sync(self) -> None:
         t0 = time.perf_counter()
         try:

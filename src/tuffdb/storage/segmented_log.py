@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuffdb._format.record import Frame, scan_frames
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE, unpack_header
@@ -25,6 +26,9 @@ from tuffdb.storage.files import list_ids, remove_durably, segment_name
 from tuffdb.storage.log_file import LogFile
 from tuffdb.storage.poison import Poison
 from tuffdb.storage.preallocate import Preallocator
+
+if TYPE_CHECKING:
+    from tuffdb.storage.shipping import Shipper
 
 DEFAULT_SEGMENT_BYTES = 64 << 20
 
@@ -60,8 +64,14 @@ class SegmentedLog:
         key_id: int = 0,
         poison: Poison | None = None,
         preallocate: int = 0,
+        shipper: Shipper | None = None,
+        ship_prefix: str = "",
     ) -> None:
         self.directory = Path(directory)
+        # The log-shipping seam (storage/shipping.py): told when a segment is sealed or
+        # deleted; names are ``ship_prefix`` + the segment's file name.
+        self.shipper = shipper
+        self.ship_prefix = ship_prefix
         self.file_kind = file_kind
         self.suffix = suffix
         self.segment_bytes = segment_bytes
@@ -141,6 +151,35 @@ class SegmentedLog:
         seg.size += len(data)
         return addr
 
+    def append_at(self, base: int, address: int, data: bytes) -> None:
+        """Append whole frames another log (a cluster leader's) wrote at ``address`` of its
+        segment ``base``, so both logs stay byte for byte alike: roll first when ``base``
+        starts a segment here, never roll otherwise (the writer's size rule does not apply).
+
+        :raises CorruptionError: ``address`` is not this log's tail, or ``base`` is not
+            its active segment's base nor the tail (the logs have diverged).
+        """
+        if self._active is None:
+            raise ClosedError("log is closed")
+        tail = self.tail_address
+        if address != tail:
+            raise CorruptionError(f"frames for address {address}, but this log ends at {tail}",
+                                  path=str(self.directory))
+        if base != self.segments[-1].base_address:
+            if base != tail:
+                raise CorruptionError(f"frames for a segment at {base}, but this log's tail is "
+                                      f"{tail}", path=str(self.directory))
+            self.roll()
+        seg = self.segments[-1]
+        pre = self._pre
+        if pre is not None:
+            with pre.lock:
+                self._active.append(data)  # type: ignore[union-attr]
+            pre.wake()
+        else:
+            self._active.append(data)
+        seg.size += len(data)
+
     def sync(self) -> None:
         """Make everything appended so far durable."""
         if self._active is not None:
@@ -158,6 +197,8 @@ class SegmentedLog:
         else:
             self._active.close()
             self._create(self.tail_address)
+        if self.shipper is not None:
+            self.shipper.added(self.ship_prefix + self.segments[-2].path.name)
         return self.segments[-1].base_address
 
     def drop_before(self, address: int) -> int:
@@ -166,7 +207,18 @@ class SegmentedLog:
         if doomed:
             self.segments = [s for s in self.segments if s not in doomed]
             remove_durably([s.path for s in doomed])
+            if self.shipper is not None:
+                for s in doomed:
+                    self.shipper.removed(self.ship_prefix + s.path.name)
         return len(doomed)
+
+    def shipped(self, data: bytes) -> tuple[str, int, int, bytes]:
+        """The shipping seam's part for the last :meth:`append` (of ``data``)."""
+        active = self._active
+        if active is None:
+            raise ClosedError("log is closed")
+        name, start, end, body = active.shipped(active.size - len(data), data)
+        return self.ship_prefix + name, start, end, body
 
     def close(self) -> None:
         if self._pre is not None:

@@ -25,7 +25,11 @@ from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
-import pytest
+try:
+    import pytest
+except ImportError as exc:  # pragma: no cover (the message is checked by the packaging test)
+    raise ImportError("tuffdb.testing.conformance needs pytest: pip install 'tuffdb[testing]'",
+                      name=exc.name) from exc
 
 from tuffdb.errors import ClosedError, LimitExceeded, NotFoundError
 from tuffdb.kv.store import KEEP_TTL

@@ -33,6 +33,9 @@ class RespFace:
     def health(self) -> dict[str, Any]:
         return self.server.health()
 
+    def stores(self) -> dict[str, Any]:
+        return self.server.stores()
+
 
 def create(config: Any) -> RespFace:
     """Open the store under ``config.data_dir / "kv"`` and return the (unstarted) face."""

@@ -84,6 +84,9 @@ class Conn(asyncio.Protocol):
         self.closing = False
         self.wrote = False
         self.deferred: list[asyncio.Future[Any]] = []
+        # Replies known only later (WAIT): the handler returned b"" in their place and the
+        # future gives the encoded reply; filled in order once the batch's waits are over.
+        self.late: list[asyncio.Future[bytes]] = []
         self.queue: list[list[bytes]] = []  # parsed commands not yet run
         self.drained: asyncio.Future[None] | None = None  # set by stop() while waiting
         self.transport: asyncio.Transport | None = None
@@ -243,7 +246,15 @@ class Conn(asyncio.Protocol):
         self.waiting = False
         if self.drained is not None and not self.drained.done():
             self.drained.set_result(None)
-        if exc is not None:
+        if self.late:
+            late, self.late = iter(self.late), []
+            out = [r or _late_reply(next(late)) for r in out]
+        if isinstance(exc, (errors.NotEnoughReplicasError, errors.NotLeaderError)):
+            # Durable here but not confirmed by the cluster: not acknowledged (the store is
+            # fine; the next batch may be confirmed).
+            line = reply.error(error_line(exc))
+            out = [line] * len(out)
+        elif exc is not None:
             # The batch's writes reached memory but not the disk: no command may be
             # acknowledged. The store is poisoned for later writes.
             msg = f"MISCONF Errors writing to the log: {exc}"
@@ -349,6 +360,9 @@ class Conn(asyncio.Protocol):
         if self.multi is None and self.authed and not self.channels and not self.patterns:
             # Fast path, the common case: call() inlined.
             if spec.write:
+                node = self.srv.node
+                if node is not None and not node.is_leader():
+                    return READONLY_REPLY
                 self.wrote = True
             try:
                 return spec.handler(self, args)
@@ -374,6 +388,9 @@ class Conn(asyncio.Protocol):
 
     def call(self, spec: Spec, args: list[bytes]) -> bytes:
         if spec.write:
+            node = self.srv.node
+            if node is not None and not node.is_leader():
+                return READONLY_REPLY
             self.wrote = True
         try:
             return spec.handler(self, args)
@@ -440,12 +457,25 @@ def unknown_command(args: list[bytes]) -> str:
     return f"ERR unknown command '{name}', with args beginning with: {shown}"
 
 
+READONLY_REPLY = b"-READONLY You can't write against a read only replica.\r\n"
+
+
+def _late_reply(fut: asyncio.Future[bytes]) -> bytes:
+    if fut.cancelled() or fut.exception() is not None:
+        return reply.error(f"ERR {fut.exception() if not fut.cancelled() else 'cancelled'}")
+    return fut.result()
+
+
 def error_line(exc: errors.Error) -> str:  # noqa: PLR0911  (the error table)
     """The one table mapping tuffdb's error tree to RESP error lines."""
     if isinstance(exc, errors.PoisonedError):
         return f"MISCONF {exc}"
     if isinstance(exc, errors.ClosedError):
         return "ERR the store is closed (server shutting down)"
+    if isinstance(exc, errors.NotEnoughReplicasError):
+        return "NOREPLICAS Not enough good replicas to write."
+    if isinstance(exc, errors.NotLeaderError):
+        return "READONLY You can't write against a read only replica."
     if isinstance(exc, errors.ReadOnlyError):
         return f"READONLY {exc}"
     if isinstance(exc, errors.PermissionDeniedError):

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuffdb.server.face import cluster_node
 from tuffdb.server.loop_rounds import LoopRounds
 from tuffdb.server.resp.blocking import Blocking
 from tuffdb.server.resp.conn import Conn
@@ -95,6 +96,12 @@ class RespServer:
         self.stopping = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread = 0
+        self.node = cluster_node()  # None unless tuffdb serve --cluster (docs/design/replication.md)
+        if self.node is not None:
+            from tuffdb.cluster.appliers import KVApplier  # noqa: PLC0415 (only in a cluster)
+            from tuffdb.cluster.node import Attached  # noqa: PLC0415
+
+            self.node.attach(Attached("kv", self.store, KVApplier(self.store, self.store)))
         self.always = durability == "always"
         self.requirepass: str | None = getattr(config, "requirepass", None) or None
         self.maxclients = int(resp_extra.get("maxclients", getattr(config, "maxclients", 10000)))
@@ -119,7 +126,7 @@ class RespServer:
         self._sweeper: asyncio.TimerHandle | None = None
         self._stopped = False
         # appendfsync always: each loop pass's batches share one fsync (loop_rounds.py)
-        self.rounds = LoopRounds(self.store)
+        self.rounds = LoopRounds(self.store, threaded=self.node is not None)
         self.key_count_cache: tuple[float, int, int] | None = None  # INFO keyspace
 
     # -- durability -----------------------------------------------------------------
@@ -230,6 +237,10 @@ class RespServer:
         loop = asyncio.get_running_loop()
         with contextlib.suppress(Exception):
             await loop.run_in_executor(None, self.store.close)
+
+    def stores(self) -> dict[str, Any]:
+        """This face's store by data subdirectory (backup and archiving read it)."""
+        return {"kv": self.store}
 
     def health(self) -> dict[str, Any]:
         return {

@@ -2,6 +2,7 @@
 
 from tuffdb.server.resp.commands import (
     admin,
+    cluster,
     connection,
     hashes,
     keys,
@@ -15,5 +16,5 @@ from tuffdb.server.resp.commands import (
     zsets,
 )
 
-__all__ = ["admin", "connection", "hashes", "keys", "lists", "pubsub", "scripting", "sets", "streams", "strings", "txn",
-           "zsets"]
+__all__ = ["admin", "cluster", "connection", "hashes", "keys", "lists", "pubsub", "scripting",
+           "sets", "streams", "strings", "txn", "zsets"]

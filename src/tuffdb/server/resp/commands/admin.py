@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuffdb.server.resp import reply
+from tuffdb.server.resp.commands.cluster import replication_section
 from tuffdb.server.resp.commands.common import to_int
 from tuffdb.server.resp.blocking import Waiter
 from tuffdb.server.resp.commands.keys import count_keys
@@ -95,15 +96,6 @@ def bgsave(c: Conn, a: list[bytes]) -> bytes:
 def lastsave(c: Conn, a: list[bytes]) -> bytes:
     """Unix time of the last completed SAVE/BGSAVE (start-up time before any)."""
     return reply.integer(c.srv.last_save)
-
-
-@command("wait", 3, "noscript", group="generic", since="3.0.0")
-def wait(c: Conn, a: list[bytes]) -> bytes:
-    """There are no replicas: always 0, at once."""
-    to_int(a[1])
-    if to_int(a[2]) < 0:
-        raise CommandError("ERR timeout is negative")
-    return reply.ZERO
 
 
 @command("time", 1, "loading stale fast", group="server", since="2.6.0")
@@ -281,7 +273,7 @@ def _sections(c: Conn) -> dict[str, list[tuple[str, object]]]:
                   ("keyspace_misses", srv.stats["misses"]),
                   ("pubsub_channels", len(srv.hub.channels)),
                   ("pubsub_patterns", len(srv.hub.patterns))],
-        "replication": [("role", "master"), ("connected_slaves", 0)],
+        "replication": replication_section(c),
         "keyspace": [],
     }
     return sections

@@ -1,0 +1,91 @@
+"""Backup manifests: what a backup (or an archive's base backup) holds, with checksums
+(spec: docs/format/backup.md).
+
+A manifest is JSON, written last and with a conditional create: a backup without one
+is incomplete and never restored from.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tuffdb._version import __version__
+from tuffdb.errors import CorruptionError, VersionMismatchError
+
+FORMAT = "tuffdb-backup"
+FORMAT_VERSION = 1
+MANIFEST_KEY = "manifest.json"
+
+
+@dataclass
+class FileEntry:
+    name: str  # relative to the store directory (or the data directory for extra files)
+    size: int
+    crc32c: int
+    kind: str  # "file" (immutable) | "log" (cut at its position)
+    object: str  # key relative to the backup's (or archive's) root
+
+
+@dataclass
+class StoreEntry:
+    kind: str  # "kv" | "events"
+    key_id: int  # 0: not encrypted; else the id of the key its files were written with
+    version: int  # the shipper version the snapshot stands at
+    time_ns: int  # wall-clock time of the snapshot
+    positions: dict[str, int]
+    files: list[FileEntry]
+    line: str = ""  # archive bases: the line of changes that follows this snapshot
+
+
+@dataclass
+class Manifest:
+    kind: str  # "backup" | "base"
+    started_ns: int
+    finished_ns: int
+    stores: dict[str, StoreEntry]
+    extra: list[FileEntry] = field(default_factory=list)
+    tuffdb_version: str = __version__
+    format: str = FORMAT
+    format_version: int = FORMAT_VERSION
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self), indent=1, sort_keys=True).encode()
+
+    @property
+    def time_ns(self) -> int:
+        """The latest snapshot time of its stores: the point the backup represents."""
+        return max((s.time_ns for s in self.stores.values()), default=self.finished_ns)
+
+
+def check_format(doc: Any, where: str, expect: str, version: int) -> None:
+    """Refuse a document of another format or of a newer version, naming it."""
+    if not isinstance(doc, dict) or doc.get("format") != expect:
+        raise CorruptionError(f"{where} is not a {expect} document", path=where)
+    got = doc.get("format_version")
+    if not isinstance(got, int):
+        raise CorruptionError(f"{where} has no format_version", path=where)
+    if got > version:
+        raise VersionMismatchError(
+            f"{where} has format version {got}; this tuffdb ({__version__}) reads up to "
+            f"{version}: restore with a newer tuffdb")
+
+
+def decode(data: bytes, where: str) -> Manifest:
+    """Parse a manifest; CorruptionError (naming ``where``) when damaged."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CorruptionError(f"{where} is damaged: {exc}", path=where) from None
+    check_format(doc, where, FORMAT, FORMAT_VERSION)
+    try:
+        stores = {
+            name: StoreEntry(**{**s, "files": [FileEntry(**f) for f in s["files"]]})
+            for name, s in doc["stores"].items()
+        }
+        extra = [FileEntry(**f) for f in doc.get("extra", [])]
+        return Manifest(doc["kind"], doc["started_ns"], doc["finished_ns"], stores, extra,
+                        doc.get("tuffdb_version", "?"), doc["format"], doc["format_version"])
+    except (KeyError, TypeError) as exc:
+        raise CorruptionError(f"{where} is damaged: {exc!r}", path=where) from None

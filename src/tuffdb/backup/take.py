@@ -1,0 +1,106 @@
+"""Taking a backup: a snapshot of every store, copied to a target, manifest last.
+
+Consistency is per store: each store's snapshot is taken between two of its commit
+rounds (``Shipper.snapshot``), after a round that made every earlier write durable, so
+the backup holds every write acknowledged before the snapshot and none begun after it.
+Stores are snapshotted one after another, microseconds to milliseconds apart; each
+store's instant is in the manifest. Writers are held only for the snapshot's pause
+(one hard link per file); the copying runs from the links, beside the writers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tuffdb._failpoints import failpoint
+from tuffdb.backup.manifest import MANIFEST_KEY, FileEntry, Manifest, StoreEntry
+from tuffdb.backup.objstore import PreconditionFailed, file_crc
+from tuffdb.backup.progress import Progress
+from tuffdb.errors import OperationalError
+
+if TYPE_CHECKING:
+    from tuffdb.backup.objstore import ObjectStore
+    from tuffdb.storage.shipping import Shipper, Snapshot
+
+STAGING_DIR = ".backup-staging"
+
+
+@dataclass
+class Source:
+    """One store to back up: its subdirectory name, kind, shipper and key id."""
+
+    name: str
+    kind: str
+    shipper: Shipper
+    key_id: int
+
+
+def upload_snapshot(target: ObjectStore, snap: Snapshot, prefix: str, *, link: bool = False,
+                    progress: Progress | None = None, known: dict[str, FileEntry] | None = None,
+                    ) -> list[FileEntry]:
+    """Upload every file of ``snap`` under ``prefix`` (logs cut at their positions);
+    files whose name and checksum are in ``known`` are not uploaded again."""
+    entries = []
+    for name, size, kind in snap.files:
+        path = snap.path(name)
+        if known is not None:  # an archive: objects are named by content, and shared
+            crc, got = file_crc(path, size if kind == "log" else None)
+            have = known.get(name)
+            if kind == "file" and have is not None and (have.crc32c, have.size) == (crc, got):
+                entries.append(have)
+            else:
+                key = f"{prefix}{name}.{crc:08x}"
+                with contextlib.suppress(PreconditionFailed):  # the same content is there
+                    target.put_file(key, path, size=got, if_none_match=True)
+                entries.append(FileEntry(name, got, crc, kind, key))
+        else:
+            key = f"{prefix}{name}"
+            crc, got = target.put_file(key, path, size=size if kind == "log" else None,
+                                       link=link and kind == "file", if_none_match=True)
+            entries.append(FileEntry(name, got, crc, kind, key))
+        if progress is not None:
+            progress.add(size)
+    return entries
+
+
+def take_backup(sources: list[Source], target: ObjectStore, staging_root: Path, *,
+                extra: list[tuple[str, Path]] = (), link: bool = False,  # type: ignore[assignment]
+                progress: Progress | None = None) -> Manifest:
+    """Back up ``sources`` to ``target`` (which must be empty); return the manifest.
+
+    :raises OperationalError: the target is not empty.
+    """
+    if target.list(""):
+        raise OperationalError(f"{target.url} is not empty: a backup goes to a new or empty "
+                               "destination (it never overwrites one)")
+    started = time.time_ns()
+    shutil.rmtree(staging_root, ignore_errors=True)  # a killed backup's leftovers
+    stores: dict[str, StoreEntry] = {}
+    try:
+        for src in sources:
+            with src.shipper.snapshot(staging_root / f"{src.name}-{uuid.uuid4().hex}") as snap:
+                if progress is not None:
+                    progress.total += sum(size for _, size, _ in snap.files)
+                files = upload_snapshot(target, snap, f"data/{src.name}/", link=link,
+                                        progress=progress)
+            stores[src.name] = StoreEntry(src.kind, src.key_id, snap.version, snap.time_ns,
+                                          snap.positions, files)
+        entries = []
+        for name, path in extra:
+            crc, size = target.put_file(f"data/{name}", path, if_none_match=True)
+            entries.append(FileEntry(name, size, crc, "file", f"data/{name}"))
+    finally:
+        shutil.rmtree(staging_root, ignore_errors=True)
+    manifest = Manifest("backup", started, time.time_ns(), stores, entries)
+    # Written last, created only if absent: a backup without it is incomplete.
+    failpoint("backup_before_manifest")
+    target.put(MANIFEST_KEY, manifest.encode(), if_none_match=True)
+    if progress is not None:
+        progress.finish()
+    return manifest

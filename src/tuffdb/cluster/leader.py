@@ -1,0 +1,260 @@
+"""The leader's end of the replication stream: one thread pair per follower.
+
+A follower says where it is (``HELLO``: its LSN and epoch history). The leader answers
+with the mode (``WELCOME``):
+
+- ``stream`` when it can serve every round after the follower's LSN from its ring and the
+  follower holds nothing the leader does not (their histories agree up to the follower's
+  LSN): rounds follow at once;
+- ``snapshot`` otherwise (the follower is behind the ring, or holds rounds of a deposed
+  leader that the new one never had: those are given up, and logged as truncated). The
+  leader then sends a consistent snapshot of every store (``FILE`` chunks, taken with
+  every store's next round held at its tap), ``SNAPSHOT_END`` with the snapshot's LSN,
+  and streams from there.
+
+Rounds go out as ``ROUND`` messages in LSN order, a ``PING`` when idle (so the follower can
+measure its lag and see the leader alive); the follower's ``ACK`` of an LSN says every
+round up to it is durable there (``Sequencer.ack``). A follower that falls behind the ring
+while connected is disconnected: it comes back and takes a snapshot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tuffdb.cluster import wire
+from tuffdb.cluster.sequencer import FollowerState, Sequencer
+from tuffdb.cluster.state import shared_prefix
+from tuffdb.cluster.wire import Msg
+from tuffdb.errors import ProtocolError
+from tuffdb.log import get_logger
+
+log = get_logger("tuffdb.cluster")
+
+PING_INTERVAL_S = 0.1
+SEND_BATCH_BYTES = 4 << 20
+
+
+@dataclass
+class SnapshotFile:
+    store: str
+    name: str
+    size: int
+    read: Callable[[int, int], bytes]  # (offset, length) -> bytes
+
+
+# () -> (lsn, files, release): a consistent snapshot of every store at LSN ``lsn``.
+SnapshotSource = Callable[[], tuple[int, list[SnapshotFile], Callable[[], None]]]
+# A face's handler of a forwarded request: (fields, request bytes) -> (fields, reply bytes).
+ForwardHandler = Callable[[dict[str, Any], bytes], tuple[dict[str, Any], bytes]]
+
+
+class ReplicationServer:
+    """Serves the replication stream while this node leads (``close`` when it stops)."""
+
+    def __init__(self, *, host: str, port: int, cluster: str, node: str,
+                 sequencer: Sequencer, history: Callable[[], list[list[int]]],
+                 snapshot: SnapshotSource | None,
+                 forward: dict[str, ForwardHandler] | None = None) -> None:
+        self.forward = forward if forward is not None else {}
+        self.cluster = cluster
+        self.node = node
+        self.seq = sequencer
+        self.history = history
+        self.snapshot = snapshot
+        self._closed = False
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._sock = socket.create_server((host, port), reuse_port=False)
+        self.port = self._sock.getsockname()[1]
+        self._thread = threading.Thread(target=self._accept, name="tuffdb-repl-accept",
+                                        daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        with self._lock:
+            conns = list(self._conns)
+        for c in conns:
+            with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_RDWR)
+        self._thread.join(timeout=5)
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                conn, addr = self._sock.accept()
+            except OSError:
+                return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                self._conns.add(conn)
+            threading.Thread(target=self._serve, args=(conn, f"{addr[0]}:{addr[1]}"),
+                             name="tuffdb-repl-send", daemon=True).start()
+
+    def _serve(self, conn: socket.socket, peer: str) -> None:
+        follower: FollowerState | None = None
+        try:
+            shook = self._handshake(conn, peer)
+            if shook is not None:
+                follower, start = shook
+                self._stream(conn, follower, start)
+        except (OSError, ConnectionError, ProtocolError) as exc:
+            if not self._closed:
+                log.info("replication link closed", peer=peer, reason=str(exc))
+        finally:
+            if follower is not None:
+                follower.connected = False
+                with self.seq._cv:  # noqa: SLF001 - wake confirmations waiting on it
+                    self.seq._cv.notify_all()  # noqa: SLF001
+            with self._lock:
+                self._conns.discard(conn)
+            with contextlib.suppress(OSError):
+                conn.close()
+
+    def _serve_forwards(self, conn: socket.socket, header: dict[str, Any], blob: bytes) -> None:
+        """A follower's forwarded requests, one after another, until it hangs up."""
+        while True:
+            kind = wire.field(header, "kind", str)
+            handler = self.forward.get(kind)
+            if handler is None:
+                reply, out = {"code": 12, "message": f"no handler for {kind!r}"}, b""
+            elif self.seq.closed or not self.seq.lease.valid():
+                reply, out = {"code": 14, "message": "not the leader any more"}, b""
+            else:
+                reply, out = handler(header, blob)
+            wire.send(conn, Msg.FORWARD_REPLY, reply, out)
+            msg, header, blob = wire.recv(conn)
+            if msg != Msg.FORWARD:
+                raise ProtocolError(f"expected FORWARD, got {msg.name}")
+
+    def _handshake(self, conn: socket.socket, peer: str) -> tuple[FollowerState, int] | None:
+        kind, hello, blob = wire.recv(conn)
+        if kind == Msg.FORWARD:
+            self._serve_forwards(conn, hello, blob)
+            return None
+        if kind != Msg.HELLO:
+            raise ProtocolError(f"expected HELLO, got {kind.name}")
+        if wire.field(hello, "cluster", str) != self.cluster:
+            wire.send(conn, Msg.REFUSE, {"reason": f"this is cluster {self.cluster!r}"})
+            return None
+        node = wire.field(hello, "node", str)
+        lsn = wire.field(hello, "lsn", int)
+        history = hello.get("history") or []
+        ours = self.history()
+        seq = self.seq
+        common = shared_prefix(history, lsn, ours, seq.last_lsn)
+        if common < lsn:
+            log.warning("follower holds rounds this leader never had: it takes a snapshot",
+                        follower=node, its_lsn=lsn, shared_lsn=common, truncated_rounds=lsn - common)
+            mode = "snapshot"
+        elif lsn >= seq.last_lsn or seq.rounds_after(lsn, 0) is not None:
+            mode = "stream"
+        else:
+            mode = "snapshot"
+        if mode == "snapshot" and self.snapshot is None:
+            wire.send(conn, Msg.REFUSE, {"reason": "a snapshot is needed and this node "
+                                                   "cannot take one"})
+            return None
+        wire.send(conn, Msg.WELCOME, {"epoch": seq.epoch, "leader": self.node, "mode": mode,
+                                      "lsn": seq.last_lsn, "history": ours,
+                                      "truncate_to": common})
+        start = lsn
+        if mode == "snapshot":
+            start = self._send_snapshot(conn)
+        with seq._cv:  # noqa: SLF001
+            follower = seq.followers.get(node)
+            if follower is None:
+                follower = seq.followers[node] = FollowerState(node)
+            follower.acked = start  # what it holds durably now
+            follower.connected = True
+            follower.address = peer
+            follower.behind_since = None if start >= seq.last_lsn else time.monotonic()
+            seq._cv.notify_all()  # noqa: SLF001
+        log.info("follower connected", follower=node, mode=mode, from_lsn=start, peer=peer)
+        threading.Thread(target=self._acks, args=(conn, follower), name="tuffdb-repl-acks",
+                         daemon=True).start()
+        return follower, start
+
+    def _send_snapshot(self, conn: socket.socket) -> int:
+        assert self.snapshot is not None
+        lsn, files, release = self.snapshot()
+        try:
+            for f in files:
+                offset = 0
+                while True:
+                    n = min(wire.FILE_CHUNK_BYTES, f.size - offset)
+                    wire.send(conn, Msg.FILE, {"store": f.store, "name": f.name,
+                                               "offset": offset, "size": f.size},
+                              f.read(offset, n) if n else b"")
+                    offset += n
+                    if offset >= f.size:
+                        break
+            wire.send(conn, Msg.SNAPSHOT_END, {"lsn": lsn, "epoch": self.seq.epoch,
+                                               "history": self.history()})
+        finally:
+            release()
+        return lsn
+
+    def _stream(self, conn: socket.socket, follower: FollowerState, sent: int) -> None:
+        seq = self.seq
+        while not self._closed and not seq.closed and follower.connected:
+            rounds = seq.rounds_after(sent, PING_INTERVAL_S)
+            if rounds is None:
+                log.warning("follower fell behind the replication ring: it takes a snapshot "
+                            "when it reconnects", follower=follower.node, acked=follower.acked)
+                return
+            if not rounds:
+                wire.send(conn, Msg.PING, {"epoch": seq.epoch, "lsn": seq.last_lsn,
+                                           "time_ns": time.time_ns()})
+                continue
+            for batch in _batches(rounds):
+                conn.sendall(b"".join(_round_message(r, seq.epoch) for r in batch))
+            sent = rounds[-1].lsn
+
+    def _acks(self, conn: socket.socket, follower: FollowerState) -> None:
+        try:
+            while True:
+                kind, header, _ = wire.recv(conn)
+                if kind == Msg.ACK:
+                    self.seq.ack(follower.node, wire.field(header, "lsn", int))
+                elif kind == Msg.REFUSE:
+                    log.warning("follower refused the stream", follower=follower.node,
+                                reason=header.get("reason"))
+                    break
+        except (OSError, ConnectionError, ProtocolError):
+            pass
+        finally:
+            follower.connected = False
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+
+def _batches(rounds: list[Any]) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    size = 0
+    for r in rounds:
+        batch.append(r)
+        size += r.size
+        if size >= SEND_BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _round_message(rnd: Any, leader_epoch: int) -> bytes:
+    parts = [[name, offset, len(data)] for name, offset, data in rnd.parts]
+    blob = rnd.parts[0][2] if len(rnd.parts) == 1 else b"".join(p[2] for p in rnd.parts)
+    return wire.encode(Msg.ROUND, {"epoch": rnd.epoch, "leader_epoch": leader_epoch,
+                                   "lsn": rnd.lsn, "store": rnd.store,
+                                   "time_ns": rnd.time_ns, "parts": parts}, blob)

@@ -1,0 +1,247 @@
+"""The leader's side of the write path: one order over every store's rounds, and the wait
+for followers.
+
+Every durable commit round of every store (the KV store, the documents' KV store, the
+event store) reaches :meth:`Sequencer.tap` from the thread that committed it, after its
+fsync and before its writers are answered. The tap gives it the next **LSN** (one counter
+per node over all stores, so "furthest ahead" is one number and a follower's
+acknowledgement of LSN *n* covers every earlier round of every store) and keeps it in a
+bounded ring for the followers' senders. Then :meth:`Sequencer.confirm` blocks that thread
+until the round may be acknowledged:
+
+- this node still holds a valid leader lease (:class:`Lease`: the deadline is the
+  moment the last successful renewal was *sent* plus the TTL minus a margin, on the
+  monotonic clock, so a paused or partitioned leader stops acknowledging before its
+  lease can expire in etcd), and
+- ``required`` followers of the published sync set have acknowledged an LSN >= the
+  round's (they applied and fsynced it), within ``timeout``.
+
+Otherwise the round's writers get :class:`~tuffdb.errors.NotEnoughReplicasError` or
+:class:`~tuffdb.errors.NotLeaderError`: the data is durable here, but not acknowledged.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tuffdb.errors import NotEnoughReplicasError, NotLeaderError
+
+Part = tuple[str, int, bytes]  # (log file name in the store directory, file offset, bytes)
+
+
+@dataclass(slots=True)
+class Round:
+    lsn: int
+    epoch: int  # the epoch of the leader that wrote it
+    store: str
+    time_ns: int
+    parts: list[Part]
+    size: int
+
+
+@dataclass
+class FollowerState:
+    node: str
+    acked: int = 0  # highest LSN it confirmed durable
+    connected: bool = False
+    ack_time: float = 0.0  # monotonic time of its last acknowledgement
+    address: str = ""
+    behind_since: float | None = None  # monotonic; None while caught up
+
+
+class Lease:
+    """When this node may act as leader: until ``deadline`` (monotonic seconds)."""
+
+    def __init__(self, ttl_s: float, margin_s: float) -> None:
+        self.ttl_s = ttl_s
+        self.margin_s = margin_s
+        self.deadline = 0.0
+
+    def renewed(self, sent_at: float) -> None:
+        """A renewal sent at ``sent_at`` (monotonic) succeeded."""
+        self.deadline = max(self.deadline, sent_at + self.ttl_s - self.margin_s)
+
+    def revoke(self) -> None:
+        self.deadline = 0.0
+
+    def valid(self) -> bool:
+        return time.monotonic() < self.deadline
+
+
+@dataclass
+class Sequencer:
+    epoch: int
+    last_lsn: int  # the LSN of the last round before this epoch's first
+    lease: Lease
+    required: Callable[[], int]  # followers whose confirmation a round needs (0: async)
+    timeout_s: float = 2.0
+    ring_bytes: int = 256 << 20
+    _cv: threading.Condition = field(default_factory=threading.Condition)
+    _ring: deque[Round] = field(default_factory=deque)
+    _ring_size: int = 0
+    _store_lsn: dict[str, int] = field(default_factory=dict)
+    followers: dict[str, FollowerState] = field(default_factory=dict)
+    counted: frozenset[str] = frozenset()  # the published sync set: whose acks count
+    confirmed: int = 0  # highest LSN acknowledged to writers
+    closed: bool = False
+    _pending: deque[tuple[int, float, Callable[[BaseException | None], None]]] = field(
+        default_factory=deque)
+    _confirmer: threading.Thread | None = None
+
+    # -- the commit path -------------------------------------------------------------------
+    def tap(self, store: str) -> Callable[[list[Part]], None]:
+        """The ``round_tap`` to install on store ``store``."""
+
+        def tap(parts: list[Part]) -> None:
+            now = time.time_ns()
+            size = sum(len(p[2]) for p in parts)
+            with self._cv:
+                self.last_lsn += 1
+                rnd = Round(self.last_lsn, self.epoch, store, now, parts, size)
+                self._keep(rnd)
+                self._store_lsn[store] = rnd.lsn
+                self._cv.notify_all()
+
+        return tap
+
+    def _keep(self, rnd: Round) -> None:
+        self._ring.append(rnd)
+        self._ring_size += rnd.size
+        while self._ring_size > self.ring_bytes and len(self._ring) > 1:
+            self._ring_size -= self._ring.popleft().size
+
+    def adopt(self, rounds: list[Round]) -> None:
+        """Start the ring with rounds this node applied as a follower (a new leader serves
+        them to followers that are a little behind it, instead of a snapshot)."""
+        with self._cv:
+            for rnd in rounds:
+                if rnd.lsn <= self.last_lsn and (not self._ring or rnd.lsn > self._ring[-1].lsn):
+                    self._keep(rnd)
+
+    def confirm(self, store: str) -> Callable[[], None]:
+        """The ``confirm`` step to install on store ``store``."""
+
+        def confirm() -> None:
+            self.wait_confirmed(self._store_lsn.get(store, 0))
+
+        return confirm
+
+    def confirm_later(self, store: str) -> Callable[[Callable[[BaseException | None], None]], None]:
+        """The asynchronous ``confirm`` for store ``store`` (the event writer's): it
+        registers a callback for the round just tapped and returns at once, so the store
+        can write its next round while this one waits for followers. Callbacks run in LSN
+        order on one confirmer thread, with None or the reason the round is refused."""
+
+        def later(callback: Callable[[BaseException | None], None]) -> None:
+            with self._cv:
+                lsn = self._store_lsn.get(store, 0)
+                self._pending.append((lsn, time.monotonic() + self.timeout_s, callback))
+                if self._confirmer is None:
+                    self._confirmer = threading.Thread(target=self._confirm_loop, daemon=True,
+                                                       name="tuffdb-confirm")
+                    self._confirmer.start()
+                self._cv.notify_all()
+
+        return later
+
+    def _confirm_loop(self) -> None:
+        while True:
+            with self._cv:
+                while True:
+                    if not self._pending:
+                        if self.closed:
+                            return
+                        self._cv.wait()
+                        continue
+                    lsn, deadline, callback = self._pending[0]
+                    try:
+                        done = self._settled(lsn, deadline)
+                    except (NotEnoughReplicasError, NotLeaderError) as exc:
+                        outcome: BaseException | None = exc
+                        break
+                    if done:
+                        outcome = None
+                        break
+                    self._cv.wait(max(0.001, min(deadline - time.monotonic(),
+                                                 self.lease.deadline - time.monotonic())))
+                self._pending.popleft()
+            callback(outcome)
+
+    def _settled(self, lsn: int, deadline: float) -> bool:
+        """Under the lock: True once round ``lsn`` may be acknowledged; raises when it
+        may not (the lease lapsed, or the deadline passed without enough followers)."""
+        if self.closed or not self.lease.valid():
+            raise NotLeaderError("this node is no longer the cluster leader (its lease "
+                                 "lapsed or it stepped down): the write is not "
+                                 "acknowledged; retry against the new leader")
+        need = self.required()
+        if need <= 0 or self._acks_at(lsn) >= need:
+            self.confirmed = max(self.confirmed, lsn)
+            return True
+        if time.monotonic() >= deadline:
+            raise NotEnoughReplicasError(
+                f"Not enough good replicas to write: {self._acks_at(lsn)} of the "
+                f"{need} required followers confirmed LSN {lsn} within {self.timeout_s:g} s")
+        return False
+
+    def wait_confirmed(self, lsn: int) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        with self._cv:
+            while not self._settled(lsn, deadline):
+                self._cv.wait(max(0.001, min(deadline - time.monotonic(),
+                                             self.lease.deadline - time.monotonic())))
+
+    def _acks_at(self, lsn: int) -> int:
+        return sum(1 for node in self.counted
+                   if (f := self.followers.get(node)) is not None and f.acked >= lsn)
+
+    # -- the followers' side ------------------------------------------------------------
+    def ack(self, node: str, lsn: int) -> None:
+        with self._cv:
+            f = self.followers.get(node)
+            if f is not None and lsn > f.acked:
+                f.acked = lsn
+                f.ack_time = time.monotonic()
+                if lsn >= self.last_lsn:
+                    f.behind_since = None
+                self._cv.notify_all()
+
+    def rounds_after(self, lsn: int, timeout: float | None) -> list[Round] | None:
+        """Rounds with LSN > ``lsn`` (waiting up to ``timeout`` for one); None when the
+        ring no longer holds LSN ``lsn + 1`` (the follower needs a snapshot)."""
+        with self._cv:
+            if self.last_lsn <= lsn and timeout:
+                self._cv.wait_for(lambda: self.last_lsn > lsn or self.closed, timeout)
+            if self.last_lsn <= lsn:
+                return []
+            ring = self._ring
+            if not ring or ring[0].lsn > lsn + 1:
+                return None
+            start = lsn + 1 - ring[0].lsn
+            return [ring[i] for i in range(start, len(ring))]
+
+    def set_counted(self, nodes: frozenset[str]) -> None:
+        with self._cv:
+            self.counted = nodes
+            self._cv.notify_all()
+
+    def close(self) -> None:
+        with self._cv:
+            self.closed = True
+            self._cv.notify_all()
+
+    def oldest_unacked_ns(self, acked: int) -> int | None:
+        """Wall time of the oldest round after ``acked`` still in the ring (lag in time)."""
+        with self._cv:
+            for rnd in self._ring:
+                if rnd.lsn > acked:
+                    return rnd.time_ns
+        return None
+
+    def bytes_after(self, acked: int) -> int:
+        with self._cv:
+            return sum(r.size for r in self._ring if r.lsn > acked)

@@ -1,0 +1,83 @@
+"""A node's replication state on disk: ``<data_dir>/cluster/state.json``.
+
+``lsn`` is the last round this node holds durably (applied and fsynced as a follower,
+committed as a leader); ``epoch`` the newest leader epoch it has seen; ``history`` the
+epochs of its rounds as ``[[epoch, first_lsn], ...]`` (Kafka's leader-epoch file): the
+rounds from ``first_lsn`` up to the next entry's were written by that epoch's leader.
+Two nodes share every round up to the point where their histories part, so a node that
+rejoins keeps what it shares with the leader and gives up the rest.
+
+Written whole to a temporary file, fsynced and renamed (and the directory fsynced), so a
+crash leaves the old or the new state, never a mix. ``lsn`` may lag what the stores hold
+(it is written after them): replaying rounds a store already holds leaves it unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tuffdb.errors import CorruptionError
+from tuffdb.storage.files import write_file_durably
+
+STATE_FILE = "state.json"
+
+
+@dataclass
+class NodeState:
+    lsn: int = 0
+    epoch: int = 0
+    history: list[list[int]] = field(default_factory=list)
+
+    def begin_epoch(self, epoch: int, first_lsn: int) -> None:
+        """This node leads (or follows a leader of) ``epoch`` from round ``first_lsn``."""
+        self.epoch = max(self.epoch, epoch)
+        self.history = [h for h in self.history if h[1] < first_lsn]
+        if not self.history or self.history[-1][0] != epoch:
+            self.history.append([epoch, first_lsn])
+
+
+def epoch_at(history: list[list[int]], lsn: int) -> int:
+    """The epoch that wrote round ``lsn`` according to ``history`` (0 before any)."""
+    found = 0
+    for epoch, first in history:
+        if first <= lsn:
+            found = epoch
+    return found
+
+
+def shared_prefix(ours: list[list[int]], our_lsn: int, theirs: list[list[int]],
+                  their_lsn: int) -> int:
+    """The last LSN two nodes both hold as written by the same leaders (so the same
+    rounds: one leader per epoch writes one sequence). Both histories are step
+    functions of the LSN; they can first differ only where one of them steps."""
+    end = min(our_lsn, their_lsn)
+    steps = sorted({first for _, first in ours} | {first for _, first in theirs})
+    for first in steps:
+        if first > end:
+            break
+        if epoch_at(ours, first) != epoch_at(theirs, first):
+            return first - 1
+    return end
+
+
+def load(directory: Path) -> NodeState:
+    path = directory / STATE_FILE
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return NodeState()
+    try:
+        doc = json.loads(raw)
+        state = NodeState(int(doc["lsn"]), int(doc["epoch"]),
+                          [[int(e), int(f)] for e, f in doc["history"]])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptionError(f"cluster state is unreadable: {exc}", path=str(path)) from None
+    return state
+
+
+def save(directory: Path, state: NodeState) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    data = json.dumps({"lsn": state.lsn, "epoch": state.epoch, "history": state.history})
+    write_file_durably(directory / STATE_FILE, data.encode())

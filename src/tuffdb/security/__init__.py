@@ -1,0 +1,1 @@
+"""Authentication (API keys, JWT) shared by the served faces."""

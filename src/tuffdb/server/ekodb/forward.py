@@ -1,0 +1,103 @@
+"""A cluster follower passes writes on to the leader's HTTP port and relays its answer.
+
+The request goes out as the client sent it (method, path, headers, body; HTTP/1.1 with
+``Content-Length``) on a kept-alive connection to the leader, and the leader's status,
+content type, body and headers come back unchanged: the client sees what the leader
+answered. Connections are pooled per leader address; a connection the leader closed is
+replaced once. If no leader is known, or it cannot be reached, the client gets 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from tuffdb.server.ekodb.proto import Request, Response
+
+TIMEOUT_S = 30.0
+# Not relayed either way: hop-by-hop headers, and those each server writes itself.
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length",
+                        "host", "te", "trailer", "upgrade", "proxy-connection", "date",
+                        "server", "content-type"})
+
+
+class Forwarder:
+    def __init__(self) -> None:
+        self._idle: dict[str, list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
+
+    async def forward(self, req: Request, address: str | None) -> Response:
+        if address is None:
+            return _unavailable("no cluster leader is known yet; retry shortly")
+        for attempt in (0, 1):
+            conn = await self._connection(address, fresh=attempt == 1)
+            if conn is None:
+                return _unavailable(f"the cluster leader at {address} cannot be reached")
+            reader, writer = conn
+            try:
+                writer.write(_encode(req, address))
+                resp = await asyncio.wait_for(_read_response(reader), TIMEOUT_S)
+            except (OSError, asyncio.IncompleteReadError, ValueError, TimeoutError):
+                writer.close()
+                if attempt == 0:
+                    continue  # a pooled connection the leader closed: one fresh try
+                return _unavailable(f"the cluster leader at {address} did not answer")
+            self._idle.setdefault(address, []).append(conn)
+            return resp
+        return _unavailable("unreachable")  # pragma: no cover - the loop always returns
+
+    async def _connection(self, address: str, *, fresh: bool
+                          ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        idle = self._idle.get(address)
+        if idle and not fresh:
+            return idle.pop()
+        host, _, port = address.rpartition(":")
+        try:
+            return await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)),
+                                          TIMEOUT_S)
+        except (OSError, TimeoutError):
+            return None
+
+    def close(self) -> None:
+        for conns in self._idle.values():
+            for _, writer in conns:
+                with contextlib.suppress(Exception):
+                    writer.close()
+        self._idle.clear()
+
+
+def _encode(req: Request, address: str) -> bytes:
+    lines = [f"{req.method} {req.url.decode('latin-1')} HTTP/1.1", f"Host: {address}"]
+    lines += [f"{k}: {v}" for k, v in req.headers.items()
+              if k.lower() not in HOP_BY_HOP or k.lower() == "content-type"]
+    lines += [f"Content-Length: {len(req.body)}", "Connection: keep-alive", "", ""]
+    return "\r\n".join(lines).encode("latin-1") + req.body
+
+
+async def _read_response(reader: asyncio.StreamReader) -> Response:
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    headers: list[tuple[str, str]] = []
+    length = 0
+    ctype = "application/json"
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, _, value = line.partition(":")
+        name, value = name.strip(), value.strip()
+        low = name.lower()
+        if low == "content-length":
+            length = int(value)
+        elif low == "content-type":
+            ctype = value
+        elif low not in HOP_BY_HOP:
+            headers.append((name, value))
+    body = await reader.readexactly(length) if length else b""
+    return Response(status, body, ctype, headers)
+
+
+def _unavailable(message: str) -> Response:
+    import json  # noqa: PLC0415 - cold path
+
+    return Response(503, json.dumps({"code": 503, "message": message}).encode(),
+                    headers=[("Retry-After", "1")])

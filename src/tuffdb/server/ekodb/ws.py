@@ -1,0 +1,286 @@
+"""``GET /api/ws``: the ekoDB WebSocket protocol (spec section 10) on the REST face's port.
+
+The upgrade request goes through the REST app (Bearer auth, rate limit) and is answered
+with a :class:`~tuffdb.server.ekodb.sse.Takeover`; frames are parsed and built by the
+``websockets`` sans-I/O :class:`ServerProtocol` (we feed it bytes, it answers pings and
+close frames). Then:
+
+1. The first client frame may be ``Hello{formats}``: the server answers at once with
+   ``Welcome{format}`` (``msgpack`` when offered, else ``json``); with msgpack every later
+   frame both ways is a binary MessagePack map, else JSON text. A first frame that is not
+   Hello is handled as a request in JSON.
+2. Requests ``{"type", "messageId", "payload"}`` run one at a time, in order, through the
+   same handlers as REST (permissions, validation, transactions are theirs); replies are
+   ``Success{messageId, payload: {data}}`` or ``Error`` with ``code`` and ``message`` at
+   top level. With ``durable_operations`` a write is answered once fsynced, and a read
+   once every write it may show is (App.visible).
+3. ``Subscribe{collection, filter_field?, filter_value?}`` starts a watch (one per
+   collection per connection; subscribing again replaces it) whose events are pushed as
+   ``MutationNotification``; ``Unsubscribe{collection}`` stops it. A subscription that
+   falls behind is dropped with an Error frame naming the reason.
+4. A ping every HEARTBEAT_SECONDS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from websockets.frames import Opcode
+from websockets.http11 import Request as WsRequest
+from websockets.server import ServerProtocol
+
+from tuffdb.errors import Error, NotFoundError, ProtocolError
+from tuffdb.server.ekodb import data
+from tuffdb.server.ekodb import sse
+from tuffdb.server.ekodb import wire as ew
+from tuffdb.server.ekodb.proto import Request
+from tuffdb.server.ekodb.search import run_search
+
+if TYPE_CHECKING:
+    from tuffdb.documents.watch import Subscription
+    from tuffdb.security.auth import ApiKey
+    from tuffdb.server.ekodb.app import App, Ctx
+
+LOG = logging.getLogger("tuffdb.ekodb.ws")
+HEARTBEAT_SECONDS = 15.0
+MAX_MESSAGE_BYTES = 32 << 20
+WRITES = {"Insert", "Update", "Delete", "BatchInsert", "BatchUpdate", "BatchDelete",
+          "UpdateWithAction", "CreateCollection", "DeleteCollection"}
+
+
+class WsSession:
+    def __init__(self, app: App, key: ApiKey | None, req: Request, proto: Any) -> None:
+        self.app, self.key, self.req, self.proto = app, key, req, proto
+        self.transport = proto.transport
+        self.ws = ServerProtocol(max_size=MAX_MESSAGE_BYTES)
+        self.inbox: asyncio.Queue[Any] = asyncio.Queue()
+        self.msgpack = False
+        self.subs: dict[str, tuple[Subscription, str, asyncio.Task[None]]] = {}
+
+    # --- bytes in / out ------------------------------------------------------------------
+    def flush(self) -> None:
+        for chunk in self.ws.data_to_send():
+            if chunk and not self.transport.is_closing():
+                self.transport.write(chunk)
+        if self.ws.close_expected() and not self.transport.is_closing():
+            self.transport.close()
+
+    def on_bytes(self, chunk: bytes | None) -> None:
+        if chunk is None:
+            self.inbox.put_nowait(None)
+            return
+        self.ws.receive_data(chunk)
+        for event in self.ws.events_received():
+            self.inbox.put_nowait(event)
+        self.flush()
+
+    def send(self, obj: dict[str, Any]) -> None:
+        if self.msgpack:
+            self.ws.send_binary(ew.encode(obj, True))
+        else:
+            self.ws.send_text(ew.encode(obj, False))
+        self.flush()
+
+    # --- the session -----------------------------------------------------------------------
+    async def run(self) -> None:
+        # The handshake was parsed by httptools; replay it so the sans-I/O parser moves on
+        # to frames (it insists on reading the request itself).
+        head = f"GET {self.req.url.decode('latin-1')} HTTP/1.1\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in self.req.headers.items()) + "\r\n"
+        self.ws.receive_data(head.encode("latin-1"))
+        request = next((e for e in self.ws.events_received() if isinstance(e, WsRequest)), None)
+        if request is None:
+            self.transport.close()
+            return
+        response = self.ws.accept(request)
+        self.ws.send_response(response)
+        self.flush()
+        if response.status_code != 101 or self.proto.upgraded is None:
+            self.transport.close()
+            return
+        self.proto.raw_sink = self.on_bytes
+        if self.proto.upgraded:
+            self.on_bytes(bytes(self.proto.upgraded))
+        beat = asyncio.get_running_loop().create_task(self._heartbeat())
+        first = True
+        try:
+            while (frame := await self.inbox.get()) is not None:
+                if frame.opcode not in (Opcode.TEXT, Opcode.BINARY):
+                    continue
+                msg = self._decode(frame)
+                if first and isinstance(msg, dict) and msg.get("type") == "Hello":
+                    formats = (msg.get("payload") or {}).get("formats") or []
+                    fmt = "msgpack" if "msgpack" in formats else "json"
+                    self.send({"type": "Welcome", "payload": {"format": fmt}})
+                    self.msgpack = fmt == "msgpack"
+                else:
+                    await self.handle(msg)
+                first = False
+        finally:
+            beat.cancel()
+            for sub, _, task in self.subs.values():
+                task.cancel()
+                sub.close()
+            with contextlib.suppress(Exception):
+                self.transport.close()
+
+    def _decode(self, frame: Any) -> Any:
+        try:
+            if frame.opcode is Opcode.BINARY:
+                return msgspec.msgpack.decode(frame.data)
+            return msgspec.json.decode(frame.data)
+        except msgspec.DecodeError:
+            return None
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)  # a period, not synchronisation
+            self.ws.send_ping(b"")
+            self.flush()
+
+    async def handle(self, msg: Any) -> None:
+        from tuffdb.server.ekodb.app import status_of  # noqa: PLC0415 - cycle
+
+        mid = msg.get("messageId") if isinstance(msg, dict) else None
+        try:
+            if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
+                raise ProtocolError("a message is an object {type, messageId, payload}")
+            kind = msg["type"]
+            payload = msg.get("payload") or {}
+            if not isinstance(payload, dict):
+                raise ProtocolError("payload must be an object")
+            result = self.dispatch(kind, payload)
+            if kind in WRITES and self.app.settings.durable_operations:
+                await self.app.durable()
+            elif (seen := self.app.visible()) is not None:  # a read waits for what it shows
+                await seen
+        except Error as exc:
+            self.send({"type": "Error", "code": status_of(exc), "message": str(exc).strip("'\""),
+                       "messageId": mid})
+            return
+        except (TypeError, ValueError, KeyError, RecursionError) as exc:
+            self.send({"type": "Error", "code": 400, "message": f"bad request: {exc}",
+                       "messageId": mid})
+            return
+        self.send({"type": "Success", "messageId": mid, "payload": {"data": result}})
+
+    def _ctx(self, body: Any = None) -> Ctx:
+        from tuffdb.server.ekodb.app import Ctx  # noqa: PLC0415 - cycle
+
+        raw = b"" if body is None else msgspec.json.encode(body)
+        req = Request("POST", b"/api/ws", {"content-type": "application/json"}, raw)
+        return Ctx(req, {}, self.key, False)
+
+    def dispatch(self, kind: str, p: dict[str, Any]) -> Any:  # noqa: C901, PLR0911, PLR0912 - one case per message type
+        app = self.app
+        app._check_access(self.key, "write" if kind in WRITES else "read")  # noqa: SLF001 - the app's own access rule
+        c = p.get("collection") or p.get("name")
+        if kind in ("GetCollections", "ListCollections"):
+            return data.list_collections(app, self._ctx())["collections"]
+        if not isinstance(c, str):
+            raise ProtocolError(f"{kind} needs a collection")
+        if kind == "FindAll":
+            return data.find(app, self._ctx({"limit": p.get("limit")}), c)
+        if kind == "Query":
+            body = {k: p.get(k) for k in ("filter", "sort", "limit", "skip")}
+            return data.find(app, self._ctx(body), c)
+        if kind == "FindById":
+            return data.find_by_id(app, self._ctx(), c, str(p.get("id")))
+        if kind == "Insert":
+            return data.insert(app, self._ctx(p.get("record")), c)
+        if kind == "Update":
+            return data.update(app, self._ctx(p.get("record")), c, str(p.get("id")))
+        if kind == "Delete":
+            return data.delete(app, self._ctx(), c, str(p.get("id")))
+        if kind == "BatchInsert":
+            body = {"inserts": [{"data": r} for r in p.get("records") or []]}
+            return data.batch_insert(app, self._ctx(body), c)
+        if kind == "BatchUpdate":
+            body = {"updates": [{"id": i, "data": d} for i, d in p.get("updates") or []]}
+            return data.batch_update(app, self._ctx(body), c)
+        if kind == "BatchDelete":
+            body = {"deletes": [{"id": i} for i in p.get("ids") or []]}
+            return data.batch_delete(app, self._ctx(body), c)
+        if kind == "TextSearch":
+            perm = app.perm(self._ctx(), c, "read")
+            body = {"query": p.get("query", ""), **(p.get("options") or {})}
+            return run_search(app, c, body, perm)
+        if kind == "DistinctValues":
+            ctx = self._ctx({"filter": p.get("filter")})
+            return data.distinct(app, ctx, c, str(p.get("field")))
+        if kind == "UpdateWithAction":
+            body = {"field": p.get("field"), "value": p.get("value")}
+            return data.action(app, self._ctx(body), c, str(p.get("id")), str(p.get("action")))
+        if kind == "CreateCollection":
+            return data.create_collection(app, self._ctx(p.get("schema") or {"fields": {}}), c)
+        if kind == "DeleteCollection":
+            return data.delete_collection(app, self._ctx(), c)
+        if kind == "Subscribe":
+            return self.subscribe(c, p.get("filter_field"), p.get("filter_value"))
+        if kind == "Unsubscribe":
+            found = self.unsubscribe(c)
+            return {"collection": c, "found": found, "unsubscribed": True}
+        raise ProtocolError(f"unknown message type {kind!r}")
+
+    def subscribe(self, c: str, filter_field: str | None, filter_value: Any) -> dict[str, Any]:
+        perm = self.app.perm(self._ctx(), c, "read")
+        self.unsubscribe(c)
+        sub = sse.subscribe(self.app, c, filter_field, filter_value)
+        sid = sse.new_subscription_id()
+
+        async def push(event: dict[str, Any]) -> bool:
+            if self.transport.is_closing():
+                return False
+            if self.transport.get_write_buffer_size() > sse.MAX_SEND_BUFFER_BYTES:
+                return False
+            if event["event"] == "schema_changed":
+                payload = {k: v for k, v in event.items() if k != "event"}
+                self.send({"type": "SchemaChanged", "payload": payload})
+                return True
+            payload = {**sse.wire_event(self.app, event, perm), "subscription_id": sid}
+            self.send({"type": "MutationNotification", "payload": payload})
+            return True
+
+        async def run() -> None:
+            reason = await sse.pump(self.app, sub, push)
+            if self.subs.get(c, (None,))[0] is sub and not self.transport.is_closing():
+                self.subs.pop(c, None)
+                sub.close()
+                self.send({"type": "Error", "code": 409, "message": reason, "messageId": None})
+
+        task = asyncio.get_running_loop().create_task(run())
+        self.subs[c] = (sub, sid, task)
+        return {"subscribed": True, "collection": c, "subscription_id": sid}
+
+    def unsubscribe(self, c: str) -> bool:
+        entry = self.subs.pop(c, None)
+        if entry is None:
+            return False
+        sub, _, task = entry
+        task.cancel()
+        sub.close()
+        return True
+
+
+def ws_endpoint(app: App, ctx: Ctx) -> Any:
+    key, req = ctx.key, ctx.req
+    if req.headers.get("upgrade", "").lower() != "websocket":
+        raise NotFoundError("GET /api/ws needs a WebSocket upgrade")
+
+    async def run(proto: Any) -> None:
+        try:
+            await WsSession(app, key, req, proto).run()
+        except Exception:  # a broken session must not pass silently
+            LOG.exception("WebSocket session failed")
+            if proto.transport is not None:
+                proto.transport.close()
+
+    return sse.Takeover(101, b"", "", [], run)
+
+
+def register(app: App) -> None:
+    app.route("GET", "/api/ws", ws_endpoint, "auth")

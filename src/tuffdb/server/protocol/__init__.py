@@ -1,1 +1,0 @@
-"""Generated protobuf modules for the wire protocols tuffdb serves (see README.md)."""

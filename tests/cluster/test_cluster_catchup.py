@@ -1,0 +1,120 @@
+"""Followers that fall behind, and a leader that is paused past its lease.
+
+- A follower killed while the leader writes past its replication buffer comes back, is
+  told it needs a snapshot, installs the leader's consistent snapshot before its stores
+  open, then tails: it ends with exactly the leader's data.
+- A leader stopped with SIGSTOP past its lease is replaced; when it resumes it
+  acknowledges nothing more (its writes fail), steps down, gives up whatever it wrote that
+  the new leader never had, and rejoins as a follower: the cluster converges, and every
+  write acknowledged at any time is on every node.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from tuffdb.testing.cluster import ServerCluster, ServerNode, until
+
+from tuffdb.testing.etcd import EtcdCluster
+
+pytestmark = pytest.mark.once
+
+
+@pytest.fixture
+def make_cluster(tmp_path: Path, etcd: EtcdCluster) -> Iterator[object]:
+    made: list[ServerCluster] = []
+
+    def make(name: str, **options: object) -> ServerCluster:
+        c = ServerCluster(tmp_path / name, etcd.endpoint_list, size=3, cluster=name,
+                          **options).start()  # type: ignore[arg-type]
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.stop()
+
+
+def _all_keys(node: ServerNode) -> dict[bytes, bytes]:
+    r = redis.Redis(*node.resp)
+    return {k: r.get(k) for k in r.scan_iter(count=1000)}  # type: ignore[misc]
+
+
+def _caught_up(node: ServerNode, leader: ServerNode) -> bool:
+    mine, theirs = node.health().get("cluster", {}), leader.health().get("cluster", {})
+    return mine.get("link") == "up" and mine.get("lsn") == theirs.get("lsn")
+
+
+def test_a_follower_behind_the_buffer_catches_up_from_a_snapshot(make_cluster: object) -> None:
+    cluster = make_cluster("snap", extra=["--replication-buffer-mb", "1"])  # type: ignore[operator]
+    leader = cluster.leader()
+    cluster.in_sync(leader, 2)
+    lagging = cluster.followers(leader)[0]
+    lagging.kill()
+    r = redis.Redis(*leader.resp)
+    pipe_size = 100
+    for start in range(0, 3000, pipe_size):  # ~3 MiB of rounds: past the 1 MiB buffer
+        pipe = r.pipeline(transaction=False)
+        for i in range(start, start + pipe_size):
+            pipe.set(f"k{i}", os.urandom(1024))  # incompressible: the rounds stay large
+        assert all(pipe.execute())
+    lagging.start()
+    until("the lagging follower to catch up", lambda: _caught_up(lagging, leader))
+    events = [line.get("event") for line in lagging.drain()
+              if not str(line.get("event", "")).startswith("HTTP")]
+    assert "snapshot installed" in events, [e for e in events if e not in ("listening",)]
+    assert _all_keys(lagging) == _all_keys(leader)
+    assert len(_all_keys(lagging)) == 3000
+
+
+def test_a_leader_paused_past_its_lease_acknowledges_nothing_more_and_rejoins(
+        make_cluster: object) -> None:
+    cluster = make_cluster("pause")  # type: ignore[operator]
+    old = cluster.leader()
+    cluster.in_sync(old, 2)
+    acked: dict[str, bytes] = {}
+    stop = threading.Event()
+    errors: list[str] = []
+
+    def writer(name: str, target: ServerNode) -> None:
+        r = redis.Redis(*target.resp, socket_timeout=60)
+        i = 0
+        while not stop.is_set():
+            key = f"{name}:{i}"
+            try:
+                if r.set(key, key):
+                    acked[key] = key.encode()
+            except redis.exceptions.RedisError as exc:  # refused: not acknowledged
+                errors.append(type(exc).__name__)
+            i += 1
+
+    w = threading.Thread(target=writer, args=("old", old))
+    w.start()
+    until("some acknowledged writes", lambda: len(acked) >= 50)
+    old.signal(signal.SIGSTOP)
+    new = cluster.leader(exclude=old)
+    nr = redis.Redis(*new.resp)
+    for i in range(50):
+        assert nr.set(f"new:{i}", f"new:{i}")
+        acked[f"new:{i}"] = f"new:{i}".encode()
+    old.signal(signal.SIGCONT)
+    until("the old leader to step down", lambda: old.role() == "follower")
+    stop.set()
+    w.join(timeout=120)
+    assert not w.is_alive()
+    until("the old leader to rejoin and catch up", lambda: _caught_up(old, new))
+    final = _all_keys(new)
+    missing = {k: v for k, v in acked.items() if final.get(k.encode()) != v}
+    assert missing == {}, f"acknowledged writes lost: {sorted(missing)[:10]}"
+    for node in cluster.nodes:
+        until(f"{node.node_id} to hold the leader's data",
+              lambda node=node: _all_keys(node) == final)
+    assert errors, "the writer saw its in-flight writes refused once the leader lost its lease"
+    events = {line.get("event") for line in old.drain()}
+    assert "role: follower (stepped down)" in events

@@ -1,0 +1,114 @@
+"""Three real ``tuffdb serve --cluster`` nodes and a private etcd: every face, through
+real clients, on the leader and on followers; then the leader is killed.
+
+What must hold: with ``--sync-replicas`` at its default (1 once there are followers) a
+durable write acknowledged by the leader is already on a follower when it returns; a
+follower refuses RESP writes with Redis's READONLY, and forwards UmaDB appends and ekoDB
+writes to the leader, answering as the leader did; redis-py's Sentinel client finds the
+leader through any node and follows a failover; after the leader's SIGKILL a new leader
+holds every acknowledged write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+import umadb
+from redis.sentinel import Sentinel
+from tuffdb.testing.cluster import ServerCluster, until
+
+from tuffdb.testing.etcd import EtcdCluster
+
+pytestmark = pytest.mark.once
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, etcd: EtcdCluster) -> Iterator[ServerCluster]:
+    c = ServerCluster(tmp_path / "nodes", etcd.endpoint_list, size=3,
+                      cluster=f"faces{id(tmp_path) % 100000}").start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _token(base: str, api_key: str) -> str:
+    r = httpx.post(f"{base}/api/auth/token", json={"api_key": api_key}, timeout=30)
+    assert r.status_code == 200, r.text
+    return str(r.json()["token"])
+
+
+def test_every_face_on_a_cluster_and_a_leader_killed(cluster: ServerCluster) -> None:
+    leader = cluster.leader()
+    cluster.in_sync(leader, 2)
+    f1, f2 = cluster.followers(leader)
+
+    # RESP: acknowledged on the leader = already on the followers (sync replication).
+    lr = redis.Redis(*leader.resp)
+    fr = redis.Redis(*f1.resp)
+    acked = {}
+    for i in range(40):
+        assert lr.set(f"k{i}", f"v{i}")
+        acked[f"k{i}"] = f"v{i}"
+        assert fr.get(f"k{i}") == f"v{i}".encode() or redis.Redis(*f2.resp).get(f"k{i}") == \
+            f"v{i}".encode()
+    with pytest.raises(redis.exceptions.ReadOnlyError):
+        fr.set("on-a-follower", "x")
+    assert lr.execute_command("ROLE")[0] == b"master"
+    assert fr.execute_command("ROLE")[0] == b"slave"
+    assert fr.info("replication")["role"] == "slave"
+    assert lr.info("replication")["connected_slaves"] == 2
+    assert lr.execute_command("WAIT", 2, 5000) == 2
+
+    # Sentinel, asked through a follower, finds the leader.
+    sentinel = Sentinel([f1.resp], socket_timeout=5)
+    master = sentinel.master_for(cluster.nodes[0].cluster, socket_timeout=5)
+    assert master.set("via-sentinel", "1")
+    acked["via-sentinel"] = "1"
+
+    # UmaDB: an append sent to a follower is forwarded and answered as the leader would.
+    uc = umadb.Client(url=f1.grpc_url)
+    pos = uc.append([umadb.Event(event_type="Made", data=b"e1", tags=["t:1"])])
+    assert pos == 1
+    assert [e.position for e in uc.read(umadb.Query(items=[umadb.QueryItem(tags=["t:1"])]))] \
+        == [1]
+    cond = umadb.AppendCondition(
+        fail_if_events_match=umadb.Query(items=[umadb.QueryItem(tags=["t:1"])]), after=0)
+    with pytest.raises(umadb.IntegrityError):
+        uc.append([umadb.Event(event_type="Made", data=b"e2", tags=["t:1"])], condition=cond)
+
+    # ekoDB: a write through a follower lands on the leader and is readable everywhere.
+    token = _token(f2.http_url, leader.admin_key())
+    hdr = {"Authorization": f"Bearer {token}"}
+    r = httpx.post(f"{f2.http_url}/api/insert/users", json={"name": "Ada"}, headers=hdr,
+                   timeout=30)
+    assert r.status_code == 200, r.text
+    uid = r.json()["id"]
+    got = httpx.get(f"{leader.http_url}/api/find/users/{uid}", headers=hdr, timeout=30)
+    assert got.status_code == 200
+    assert got.json()["name"]["value"] == "Ada"
+
+    # The leader dies: a follower takes over with every acknowledged write. (The umadb
+    # clients are made first: one made after this process reaps a child fails its first
+    # read with CancelledByUserError, a quirk of the client's signal handling.)
+    clients = {n.node_id: umadb.Client(url=n.grpc_url) for n in cluster.nodes}
+    leader.kill()
+    new = cluster.leader(exclude=leader)
+    nr = redis.Redis(*new.resp)
+    assert {k: nr.get(k) for k in acked} == {k: v.encode() for k, v in acked.items()}
+    assert until("a write through Sentinel after the failover",
+                 lambda: _sentinel_write(sentinel, cluster.nodes[0].cluster))
+    assert [e.position for e in clients[new.node_id].read(
+        umadb.Query(items=[umadb.QueryItem(tags=["t:1"])]))] == [1]
+
+
+def _sentinel_write(sentinel: Sentinel, name: str) -> bool:
+    try:
+        return bool(sentinel.master_for(name, socket_timeout=5).set("after-failover", "1"))
+    except (redis.exceptions.ConnectionError, redis.exceptions.ReadOnlyError,
+            redis.exceptions.ResponseError):
+        return False

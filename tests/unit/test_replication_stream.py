@@ -1,0 +1,157 @@
+"""The replication stream between two real sets of stores over loopback, without etcd:
+a leader's sequencer and server, a follower's client and appliers.
+
+Synchronous acknowledgement is checked the only way that could fail: when a durable
+write returns on the leader, the follower already holds it (no waiting in the test).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tuffdb import Database, Event, EventStore, KVStore
+from tuffdb.cluster.appliers import EventsApplier, KVApplier
+from tuffdb.cluster.follower import ReplicationClient
+from tuffdb.cluster.leader import ReplicationServer
+from tuffdb.cluster.sequencer import Lease, Sequencer
+from tuffdb.cluster.state import NodeState
+from tuffdb.errors import NotEnoughReplicasError, NotLeaderError
+
+WAIT_S = 60.0
+
+
+class Stores:
+    def __init__(self, root: Path) -> None:
+        self.kv = KVStore.open(root / "kv", durability="always")
+        self.db = Database.open(root / "documents", durability="always")
+        self.events = EventStore.open(root / "events")
+
+    def close(self) -> None:
+        self.kv.close()
+        self.db.close()
+        self.events.close()
+
+    def appliers(self) -> dict[str, object]:
+        return {"kv": KVApplier(self.kv, self.kv), "documents": KVApplier(self.db, self.db.kv),
+                "events": EventsApplier(self.events)}
+
+
+def lead(stores: Stores, required: int, timeout_s: float = 2.0) -> tuple[Sequencer, ReplicationServer]:
+    lease = Lease(ttl_s=3600, margin_s=1)
+    lease.renewed(time.monotonic())
+    seq = Sequencer(epoch=7, last_lsn=0, lease=lease, required=lambda: required,
+                    timeout_s=timeout_s)
+    for name, store, committer_of in (("kv", stores.kv, stores.kv),
+                                      ("documents", stores.db.kv, stores.db.kv)):
+        store.round_tap = seq.tap(name)
+        committer_of._committer.confirm = seq.confirm(name)
+    stores.events.set_replication_hooks(seq.tap("events"), seq.confirm_later("events"))
+    server = ReplicationServer(host="127.0.0.1", port=0, cluster="c", node="n1", sequencer=seq,
+                               history=lambda: [[7, 1]], snapshot=None)
+    return seq, server
+
+
+def follow(stores: Stores, port: int, state: NodeState, state_dir: Path) -> ReplicationClient:
+    client = ReplicationClient(address=f"127.0.0.1:{port}", cluster="c", node="n2", state=state,
+                               state_dir=state_dir, appliers=stores.appliers(),  # type: ignore[arg-type]
+                               newest_epoch=lambda: 7, on_snapshot_needed=lambda: None)
+    client.start()
+    return client
+
+
+def wait_in_sync(seq: Sequencer, node: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    with seq._cv:
+        while not (node in seq.followers and seq.followers[node].connected):
+            assert seq._cv.wait(max(0.0, deadline - time.monotonic())), "follower never connected"
+    seq.set_counted(frozenset({node}))
+
+
+def test_sync_acknowledged_writes_are_on_the_follower_when_they_return(tmp_path: Path) -> None:
+    leader, follower = Stores(tmp_path / "a"), Stores(tmp_path / "b")
+    seq, server = lead(leader, required=1)
+    client = follow(follower, server.port, NodeState(), tmp_path / "b" / "cluster")
+    try:
+        wait_in_sync(seq, "n2")
+        for i in range(50):
+            leader.kv.put(b"k%d" % i, b"v%d" % i)
+            assert follower.kv.get(b"k%d" % i) == b"v%d" % i
+        uid = leader.db.collection("users").insert({"name": "Ada"})
+        assert follower.db.collection("users").get(uid)["name"] == "Ada"
+        pos = leader.events.append([Event("Made", b"x", ["t:1"])])
+        assert follower.events.head() == pos
+        errors: list[BaseException] = []
+
+        def writer(t: int) -> None:
+            try:
+                for i in range(40):
+                    leader.kv.put(b"w%d:%d" % (t, i), b"%d" % i)
+                    assert follower.kv.get(b"w%d:%d" % (t, i)) == b"%d" % i
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert seq.followers["n2"].acked == seq.last_lsn
+    finally:
+        client.stop()
+        server.close()
+        seq.close()
+        follower.close()
+        leader.close()
+
+
+def test_without_an_in_sync_follower_durable_writes_fail_and_are_not_acknowledged(
+        tmp_path: Path) -> None:
+    leader = Stores(tmp_path / "a")
+    seq, server = lead(leader, required=1, timeout_s=0.2)
+    try:
+        with pytest.raises(NotEnoughReplicasError):
+            leader.kv.put(b"k", b"v")
+        with pytest.raises(NotEnoughReplicasError):
+            leader.events.append([Event("Made", b"x", ["t:1"])])
+        seq.lease.revoke()
+        with pytest.raises(NotLeaderError):
+            leader.kv.put(b"k2", b"v")
+    finally:
+        server.close()
+        seq.close()
+        leader.close()
+
+
+def test_a_follower_that_restarts_catches_up_from_the_ring(tmp_path: Path) -> None:
+    leader, follower = Stores(tmp_path / "a"), Stores(tmp_path / "b")
+    seq, server = lead(leader, required=0)
+    state = NodeState()
+    client = follow(follower, server.port, state, tmp_path / "b" / "cluster")
+    try:
+        wait_in_sync(seq, "n2")
+        leader.kv.put(b"before", b"1")
+        client.stop()
+        for i in range(30):
+            leader.kv.put(b"while-away-%d" % i, b"%d" % i)
+        leader.events.append([Event("Made", b"y", ["t:2"])])
+        client = follow(follower, server.port, state, tmp_path / "b" / "cluster")
+        deadline = time.monotonic() + WAIT_S
+        while seq.followers["n2"].acked < seq.last_lsn:
+            assert time.monotonic() < deadline, "the follower never caught up"
+            with seq._cv:
+                seq._cv.wait(0.05)
+        assert dict(follower.kv.scan()) == dict(leader.kv.scan())
+        assert follower.events.head() == leader.events.head()
+        assert state.lsn == seq.last_lsn
+        assert state.history == [[7, 1]]
+    finally:
+        client.stop()
+        server.close()
+        seq.close()
+        follower.close()
+        leader.close()
