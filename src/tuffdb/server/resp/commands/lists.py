@@ -231,24 +231,33 @@ def rpush_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
 
 
 def _pop_batch(c: Conn, cmds: list[list[bytes]], *, left: bool) -> list[bytes]:
-    """Pipelined LPOP/RPOP without a count."""
+    """Pipelined LPOP/RPOP without a count: the popped elements of each list are known up
+    front (its first or last k), so they are read with one get_many."""
     if not batchable(c, cmds, 2):
         return []
     ops: list[Op] = []
     states: dict[bytes, ListState] = {}
-    out = []
     try:
         for a in cmds:
-            lst = states.get(a[1])
-            if lst is None:
-                lst = states[a[1]] = ListState(c, a[1], ops=ops)
-            got = lst.pop(c, 1, left=left) if lst.size else []
-            out.append(reply.bulk(got[0]) if got else c.enc.null)
+            if a[1] not in states:
+                states[a[1]] = ListState(c, a[1], ops=ops)
     except CommandError:
         return []
-    for lst in states.values():
+    wanted: dict[bytes, int] = {}
+    for a in cmds:
+        wanted[a[1]] = wanted.get(a[1], 0) + 1
+    popped: dict[bytes, list[bytes]] = {}
+    for key, n in wanted.items():
+        lst = states[key]
+        got = lst.pop(c, n, left=left) if lst.size else []
+        popped[key] = got[::-1]  # pop() from the end of this list serves commands in order
         if lst.existed:
             lst.close()
+    null = c.enc.null
+    out = []
+    for a in cmds:
+        got = popped[a[1]]
+        out.append(reply.bulk(got.pop()) if got else null)
     commit_batch(c, ops, list(states))
     return out
 
