@@ -131,13 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(OUT_DIR))
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--suite", choices=("kv", "types", "collections"), default="kv")
-    args, rest = ap.parse_known_args(argv)
-    if args.suite == "collections":
+    argv = sys.argv[1:] if argv is None else argv
+    if "collections" in argv and argv[argv.index("collections") - 1] == "--suite":
         import resp_collections  # noqa: PLC0415  (bench/, on sys.path)
 
-        return resp_collections.main(rest)
-    if rest:
-        ap.error(f"unrecognized arguments: {' '.join(rest)}")
+        i = argv.index("collections")
+        return resp_collections.main(argv[: i - 1] + argv[i + 1 :])
+    args = ap.parse_args(argv)
     ensure_native_build()
     if args.suite == "types":
         if args.out == str(OUT_DIR):
