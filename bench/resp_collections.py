@@ -149,6 +149,8 @@ def run_cell(kind: str, n: int, args: argparse.Namespace, parent: str) -> dict[s
                      "set": r.scard("bigset"), "stream": r.xlen("bigstream")}
         finally:
             proc.stop()
+    memory["all"] = sum(memory.values()) // len(FILLS)  # per element of the four fills
+    caches["all"] = sum(caches.values()) // len(FILLS)
     return {"server": kind, "n": n, "fill_seconds": fill_s, "rss_growth_bytes": memory,
             "bytes_per_element": {k: round(v / n, 1) for k, v in memory.items()},
             # tuffdb: what of the growth is its bounded buffers (block cache + hot tier)
@@ -229,7 +231,8 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         for field in ("bytes_per_element", "bytes_per_element_without_buffers"):
             memory[f"{kind}:{field}"] = {
                 what: spread([c[field][what] for c in cells
-                              if c["server"] == kind and c["n"] == big]) for what in FILLS}
+                              if c["server"] == kind and c["n"] == big])
+                for what in (*FILLS, "all")}
     return {"small": small, "big": big, "rows": rows, "bytes_per_element_at_big": memory}
 
 
@@ -259,7 +262,7 @@ def render(result: dict[str, Any], docs: Path) -> str:
               "| collection | tuffdb B/element | tuffdb without buffers | Redis B/element |",
               "|---|---|---|---|"]
     mem = s["bytes_per_element_at_big"]
-    for what in FILLS:
+    for what in (*FILLS, "all"):
         t = mem["tuffdb:bytes_per_element"][what]
         u = mem["tuffdb:bytes_per_element_without_buffers"][what]
         r = mem["redis:bytes_per_element"][what]
