@@ -854,16 +854,24 @@ class KVStore(MutableMapping[bytes, bytes]):
             ordered.update(keys)
         if self._touched:
             touched = list(self._touched)  # writers only add, so this is safe to drain
-            live = self._exists_unlocked
-            now = self._now_ms()
-            for k in touched:
-                if live(k, now):
-                    if k not in ordered:
-                        ordered.add(k)
-                else:
-                    ordered.discard(k)
+            self._fold_locked(touched)
             self._touched.difference_update(touched)
         return ordered
+
+    def _fold_locked(self, keys: list[bytes]) -> None:
+        """Bring the ordered view up to date for ``keys`` (written or deleted). Hold the
+        lock; the background thread folds in chunks (background.fold_touched)."""
+        ordered = self._ordered
+        if ordered is None:
+            return
+        live = self._exists_unlocked
+        now = self._now_ms()
+        for k in keys:
+            if live(k, now):
+                if k not in ordered:
+                    ordered.add(k)
+            else:
+                ordered.discard(k)
 
     def _expired_between(self, ordered: SortedList, lo: bytes, hi: bytes | None) -> list[int]:
         """Positions in ``ordered`` of keys in [lo, hi) whose TTL has passed (sorted).
