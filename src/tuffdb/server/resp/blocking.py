@@ -135,7 +135,6 @@ class Blocking:
                 if raw is None or raw[0] not in w.blocked.tags:
                     break  # nothing (left) to serve from this key
                 conn = w.conn
-                conn.wrote = False
                 out = conn.run_attempt(w.blocked.attempt, key)
                 if out is None:
                     continue

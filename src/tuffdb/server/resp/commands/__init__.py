@@ -10,6 +10,7 @@ from tuffdb.server.resp.commands import (
     pubsub,
     scripting,
     sets,
+    stream_groups,
     streams,
     strings,
     txn,
@@ -17,4 +18,4 @@ from tuffdb.server.resp.commands import (
 )
 
 __all__ = ["admin", "cluster", "connection", "hashes", "keys", "lists", "pubsub", "scripting",
-           "sets", "streams", "strings", "txn", "zsets"]
+           "sets", "stream_groups", "streams", "strings", "txn", "zsets"]
