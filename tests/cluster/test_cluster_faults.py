@@ -25,10 +25,10 @@ from cluster_faults import (
     netns_available,
     remove_stale_namespaces,
 )
-from tuffdb_cluster import until
 
 from tuffdb.cluster.etcd import EtcdClient
 from tuffdb.errors import CoordinationUnavailable
+from tuffdb.testing.cluster import until
 from tuffdb.testing.etcd import ETCD_MISSING, EtcdCluster, etcd_binary, free_port
 from tuffdb.testing.processes import Process
 

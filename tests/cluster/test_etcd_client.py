@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from itertools import count
 
 import pytest
-from tuffdb_cluster import until
 
 from tuffdb.cluster.etcd import Compare, EtcdClient, Op, PutResult, RangeResult, Watch, prefix_end
 from tuffdb.errors import (
@@ -25,6 +24,7 @@ from tuffdb.errors import (
     OperationalError,
     ProgrammingError,
 )
+from tuffdb.testing.cluster import until
 from tuffdb.testing.etcd import EtcdCluster, free_port
 
 _names = count()

@@ -201,9 +201,11 @@ class Node:
         return self.role == "leader" and self.lease.valid()
 
     def leader_address(self, face: str) -> str | None:
-        """``host:port`` of the leader's ``face`` (resp, grpc, http), when one is known."""
+        """``host:port`` of the leader's ``face`` (resp, grpc, http), when another node is
+        known to lead (never this one: a node that lost its lease must not forward to
+        itself)."""
         leader = self.leader
-        if leader is None:
+        if leader is None or leader.get("node") == self.node_id:
             return None
         port = leader.get("ports", {}).get(face)
         return f"{leader.get('advertise')}:{port}" if port else None

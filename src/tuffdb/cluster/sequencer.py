@@ -50,7 +50,6 @@ class FollowerState:
     connected: bool = False
     ack_time: float = 0.0  # monotonic time of its last acknowledgement
     address: str = ""
-    behind_since: float | None = None  # monotonic; None while caught up
 
 
 class Lease:
@@ -206,8 +205,6 @@ class Sequencer:
             if f is not None and lsn > f.acked:
                 f.acked = lsn
                 f.ack_time = time.monotonic()
-                if lsn >= self.last_lsn:
-                    f.behind_since = None
                 self._cv.notify_all()
 
     def rounds_after(self, lsn: int, timeout: float | None) -> list[Round] | None:

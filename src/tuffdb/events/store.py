@@ -587,6 +587,12 @@ class EventStore:
         return self._closed
 
     @property
+    def poisoned(self) -> BaseException | None:
+        """The failed write or fsync that poisoned the store (every later append raises
+        PoisonedError until it is reopened), or None."""
+        return self._poison.cause
+
+    @property
     def key_id(self) -> int:
         """Id of the encryption key the store writes with (0: not encrypted)."""
         return self._codec.key_id if self._codec is not None else 0

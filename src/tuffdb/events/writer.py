@@ -33,7 +33,7 @@ import numpy as np
 
 from tuffdb._format.record import COMMIT, FRAME_SIZE, frame_header
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE
-from tuffdb.errors import ClosedError, IntegrityError
+from tuffdb.errors import ClosedError, IntegrityError, NotEnoughReplicasError
 from tuffdb.events import codec
 from tuffdb.events.format import EVENTS_HEADER, EVENTS_HEADER_SIZE, FrameKind
 
@@ -345,15 +345,23 @@ class Writer(threading.Thread):
                 st._frames.extend(frame_addrs)
             if confirm_later is not None:
                 # Published and acknowledged once followers confirm it, in order; the
-                # writer goes on with the next drain meanwhile. Refused: published anyway
-                # (it is in the log), but its appends get the reason, not a position.
+                # writer goes on with the next drain meanwhile. Refused: its appends get
+                # the reason, not a position, and it stays unpublished (a failover could
+                # lose it) until a later confirmation covers it, or the node steps down.
                 done = results
+                later = confirm_later
+
+                def publish(unconfirmed: BaseException | None) -> None:
+                    if unconfirmed is None:
+                        st._publish(head)
+                    elif isinstance(unconfirmed, NotEnoughReplicasError):
+                        later(publish)
 
                 def finish(unconfirmed: BaseException | None) -> None:
-                    st._publish(head)
+                    publish(unconfirmed)
                     _settle(done, unconfirmed)
 
-                confirm_later(finish)
+                later(finish)
                 return
             st._head = head
             st._notify(head)

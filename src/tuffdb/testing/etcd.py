@@ -26,6 +26,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -51,9 +52,29 @@ def etcd_binary() -> str | None:
     return shutil.which("etcd")
 
 
+# Listening ports for test servers come from below the kernel's ephemeral range (Linux:
+# 32768-60999), so the outgoing connections of a busy test cannot take one between the
+# moment it is chosen and the moment its server binds it.
+_LISTEN_PORTS = (20000, 32000)
+_taken: set[int] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on ``host`` a moment ago (the OS picks it)."""
-    with socket.socket() as sock:
+    """A TCP port that was free on ``host`` a moment ago, not handed out before by this
+    process, outside the ephemeral range."""
+    rnd = random.Random()
+    for _ in range(1000):
+        port = rnd.randrange(*_LISTEN_PORTS)
+        if port in _taken:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        _taken.add(port)
+        return port
+    with socket.socket() as sock:  # the range is crowded: let the OS pick
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
 

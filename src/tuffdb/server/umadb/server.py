@@ -121,7 +121,7 @@ class UmaDBFace:
 
     def health(self) -> dict[str, Any]:
         return {
-            "status": "degraded" if self.store._poison else "ok",
+            "status": "degraded" if self.store.poisoned else "ok",
             "port": self.bound_port,
             "head": self.store.head(),
         }

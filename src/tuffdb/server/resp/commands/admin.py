@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuffdb.server.resp import reply
-from tuffdb.server.resp.commands.cluster import replication_section
-from tuffdb.server.resp.commands.common import to_int
 from tuffdb.server.resp.blocking import Waiter
+from tuffdb.server.resp.commands.cluster import replication_section
 from tuffdb.server.resp.commands.keys import count_keys
 from tuffdb.server.resp.keyspace import user_ranges
 from tuffdb.server.resp.glob import compile_glob
