@@ -25,9 +25,13 @@ def test_written_keys_are_folded_without_an_ordered_read(tmp_path: Path) -> None
         kv.put_many((b"k%06d" % i, b"v") for i in range(20_000))
         kv.delete(b"first")
         deadline = time.monotonic() + WAIT_S
-        while kv._touched:  # noqa: SLF001  (the condition under test)
-            assert time.monotonic() < deadline, f"{len(kv._touched)} keys never folded"  # noqa: SLF001
+        while True:
+            with kv._lock:  # noqa: SLF001  (the fold pops and folds a chunk under the lock)
+                if not kv._touched:  # noqa: SLF001  (the condition under test)
+                    folded = len(kv._ordered)  # noqa: SLF001
+                    break
+            assert time.monotonic() < deadline, "written keys never folded"
             time.sleep(0.01)  # polling a condition the background thread changes
-        assert len(kv._ordered) == 20_000  # noqa: SLF001
+        assert folded == 20_000
         assert kv.count(prefix=b"k") == 20_000
         assert next(kv.scan_keys(reverse=True)) == b"k019999"

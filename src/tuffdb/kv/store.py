@@ -203,6 +203,9 @@ class KVStore(MutableMapping[bytes, bytes]):
         except BaseException:
             self._dirlock.release()
             raise
+        # Recovery appends expiries in file order: make it a heap (sweep_expired pops the
+        # earliest; _expired_between walks the entries already due from the top).
+        heapq.heapify(self._expiry_heap)
         self._next_id = next_id + 1
         self._active = HotSegment(next_id, logged=self._logged)
         if self._logged:
@@ -885,7 +888,7 @@ class KVStore(MutableMapping[bytes, bytes]):
             return []
         now = self._now_ms()
         expiry = self._expiry
-        out: list[int] = []
+        out: set[int] = set()  # a key pushed twice with the same expiry counts once
         stack = [0]
         while stack:
             i = stack.pop()
@@ -900,9 +903,8 @@ class KVStore(MutableMapping[bytes, bytes]):
             if expiry.get(k) == exp and k >= lo and (hi is None or k < hi):
                 pos = ordered.bisect_left(k)
                 if pos < len(ordered) and ordered[pos] == k:
-                    out.append(pos)
-        out.sort()
-        return out
+                    out.add(pos)
+        return sorted(out)
 
     def _ordered_keys(self, lo: bytes, hi: bytes | None, limit: int, *, reverse: bool = False,
                       skip: int = 0) -> list[bytes]:
