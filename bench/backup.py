@@ -34,7 +34,7 @@ from pathlib import Path
 from tuffdb import KVStore
 from tuffdb.backup.archive import Archiver
 from tuffdb.backup.datadir import Keys, sources_of
-from tuffdb.backup.objstore import open_target
+from tuffdb.storage.objstore import open_target
 from tuffdb.backup.restore import restore
 from tuffdb.backup.take import take_backup
 from tuffdb.events.api import Event

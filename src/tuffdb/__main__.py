@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from tuffdb import _native
 from tuffdb._version import __version__
-from tuffdb.errors import Error, LockTimeout
+from tuffdb.errors import Error, LockTimeout, WrongKeyError
 from tuffdb.server.config import ConfigError, ServeConfig, add_serve_arguments, encryption_key
 
 if TYPE_CHECKING:
@@ -77,6 +77,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                         help="ISO 8601 time (2026-12-03T17:40:00Z) or Unix seconds (archives)")
     target.add_argument("--to-position", metavar="STORE/LOG:OFFSET",
                         help="a log position, e.g. events/log/00000000000000000000.log:81920")
+    restore.add_argument("--check", action="store_true",
+                         help="also open every restored store and run its full check (as "
+                         "tuffdb check does) before putting the directory in place")
     _key_args(restore)
     archive = sub.add_parser("archive", help="inspect a continuous archive")
     archive.add_argument("action", choices=("list",))
@@ -134,7 +137,7 @@ def _parse_time(text: str) -> int:
 
 def _backup(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from tuffdb.backup import datadir  # noqa: PLC0415
-    from tuffdb.backup.objstore import open_target  # noqa: PLC0415
+    from tuffdb.storage.objstore import open_target  # noqa: PLC0415
     from tuffdb.backup.progress import stderr_progress  # noqa: PLC0415
     from tuffdb.backup.take import STAGING_DIR, take_backup  # noqa: PLC0415
 
@@ -149,14 +152,11 @@ def _backup(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if not names:
         parser.error(f"{data_dir} is not a tuffdb data directory (no kv/, events/ or documents/)")
     keys = _keys(args, parser, data_dir)
-    stores: dict[str, Any] = {}
+    held: list[Any] = []
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for name in names:
-                stores[name] = datadir.open_store(datadir.STORES[name], data_dir / name,
-                                                  keys.for_store(name))
-        manifest = take_backup(datadir.sources_of(stores), open_target(args.dest),
+        sources, held = datadir.locked_sources(data_dir)
+        _check_backup_keys(sources, keys)
+        manifest = take_backup(sources, open_target(args.dest),
                                data_dir / STAGING_DIR, extra=datadir.extra_files(data_dir),
                                link=args.link, progress=stderr_progress("backup", 0))
     except LockTimeout as exc:
@@ -167,11 +167,23 @@ def _backup(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(f"tuffdb: backup failed: {exc}", file=sys.stderr)
         return 1
     finally:
-        for store in stores.values():
-            store.close()
+        for src in held:
+            src.release()
     print(json.dumps(_summary(manifest, args.dest)))
     _warn_secrets(data_dir, keys)
     return 0
+
+
+def _check_backup_keys(sources: list[Any], keys: Any) -> None:
+    """A key given for an offline backup must be the one the store's files carry (the
+    backup itself copies the encrypted bytes and needs no key)."""
+    from tuffdb.backup.datadir import store_key_id  # noqa: PLC0415
+
+    for src in sources:
+        given = keys.for_store(src.name)
+        if given is not None and src.key_id and store_key_id(given) != src.key_id:
+            raise WrongKeyError(f"store {src.name!r} was written with a different encryption "
+                                "key than the one given")
 
 
 def _summary(manifest: Any, dest: str) -> dict[str, Any]:
@@ -219,7 +231,8 @@ def _restore(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         position = Position.parse(args.to_position) if args.to_position else None
         report = restore(args.source, args.data_dir, keys=keys, to_time_ns=to_time,
-                         to_position=position, progress=stderr_progress("restore", 0))
+                         to_position=position, progress=stderr_progress("restore", 0),
+                         check=args.check)
     except Error as exc:
         print(f"tuffdb: restore failed: {exc}", file=sys.stderr)
         return 1

@@ -33,16 +33,16 @@ from tuffdb import metrics
 from tuffdb._failpoints import failpoint
 from tuffdb._format.checksum import crc32c
 from tuffdb.backup.manifest import FileEntry, Manifest, StoreEntry, check_format, decode
-from tuffdb.backup.objstore import (
+from tuffdb.storage.objstore import (
     ObjectMissing,
     ObjectStore,
     PreconditionFailed,
     TransientError,
-    file_crc,
 )
 from tuffdb.backup.take import upload_snapshot
 from tuffdb.errors import CorruptionError, Error, OperationalError
 from tuffdb.log import get_logger
+from tuffdb.storage.copy import file_crc
 from tuffdb.storage.shipping import Change, Feed, FeedLost
 
 if TYPE_CHECKING:

@@ -14,21 +14,27 @@ import contextlib
 import shutil
 import time
 import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tuffdb._failpoints import failpoint
 from tuffdb.backup.manifest import MANIFEST_KEY, FileEntry, Manifest, StoreEntry
-from tuffdb.backup.objstore import PreconditionFailed, file_crc
+from tuffdb.storage.objstore import PreconditionFailed
 from tuffdb.backup.progress import Progress
 from tuffdb.errors import OperationalError
+from tuffdb.storage.copy import file_crc
 
 if TYPE_CHECKING:
-    from tuffdb.backup.objstore import ObjectStore
+    from tuffdb.storage.objstore import ObjectStore
     from tuffdb.storage.shipping import Shipper, Snapshot
 
 STAGING_DIR = ".backup-staging"
+#: Files copied (or uploaded, or fetched) at once.
+COPY_THREADS = 4
+T = TypeVar("T")
 
 
 @dataclass
@@ -44,29 +50,52 @@ class Source:
 def upload_snapshot(target: ObjectStore, snap: Snapshot, prefix: str, *, link: bool = False,
                     progress: Progress | None = None, known: dict[str, FileEntry] | None = None,
                     ) -> list[FileEntry]:
-    """Upload every file of ``snap`` under ``prefix`` (logs cut at their positions);
-    files whose name and checksum are in ``known`` are not uploaded again."""
-    entries = []
-    for name, size, kind in snap.files:
+    """Upload every file of ``snap`` under ``prefix`` (logs cut at their positions), on
+    :data:`COPY_THREADS` threads; files whose name and checksum are in ``known`` are not
+    uploaded again. Entries come back in the snapshot's order."""
+
+    def one(name: str, size: int, kind: str) -> FileEntry:
         path = snap.path(name)
         if known is not None:  # an archive: objects are named by content, and shared
             crc, got = file_crc(path, size if kind == "log" else None)
             have = known.get(name)
             if kind == "file" and have is not None and (have.crc32c, have.size) == (crc, got):
-                entries.append(have)
-            else:
-                key = f"{prefix}{name}.{crc:08x}"
-                with contextlib.suppress(PreconditionFailed):  # the same content is there
-                    target.put_file(key, path, size=got, if_none_match=True)
-                entries.append(FileEntry(name, got, crc, kind, key))
-        else:
-            key = f"{prefix}{name}"
-            crc, got = target.put_file(key, path, size=size if kind == "log" else None,
-                                       link=link and kind == "file", if_none_match=True)
-            entries.append(FileEntry(name, got, crc, kind, key))
+                return have
+            key = f"{prefix}{name}.{crc:08x}"
+            with contextlib.suppress(PreconditionFailed):  # the same content is there
+                target.put_file(key, path, size=got, if_none_match=True)
+            return FileEntry(name, got, crc, kind, key)
+        key = f"{prefix}{name}"
+        crc, got = target.put_file(key, path, size=size if kind == "log" else None,
+                                   link=link and kind == "file", if_none_match=True)
+        return FileEntry(name, got, crc, kind, key)
+
+    return run_parallel(one, snap.files, progress, [f[1] for f in snap.files])
+
+
+def run_parallel(fn: Callable[..., T], items: Sequence[tuple[Any, ...]],
+                 progress: Progress | None = None, sizes: Sequence[int] = ()) -> list[T]:
+    """``[fn(*item) for item in items]`` on :data:`COPY_THREADS` threads (the copies and
+    fsyncs release the GIL, so one file's fsync overlaps the next one's copy), results
+    in order; the first failure cancels what has not started and is raised."""
+    if len(items) <= 1:
+        out = [fn(*item) for item in items]
         if progress is not None:
-            progress.add(size)
-    return entries
+            progress.add(sum(sizes))
+        return out
+    results: list[Any] = [None] * len(items)
+    with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="tuffdb-copy") as pool:
+        futures = {pool.submit(fn, *item): i for i, item in enumerate(items)}
+        try:
+            for fut in as_completed(futures):
+                i = futures[fut]
+                results[i] = fut.result()
+                if progress is not None and sizes:
+                    progress.add(sizes[i])
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+    return results
 
 
 def take_backup(sources: list[Source], target: ObjectStore, staging_root: Path, *,

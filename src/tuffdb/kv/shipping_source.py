@@ -22,6 +22,7 @@ from tuffdb.storage.files import ID_DIGITS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
     from tuffdb.kv.store import KVStore
 
@@ -57,13 +58,20 @@ class KVSource:
         open_logs = {seg.wal.path.name: SEGMENT_HEADER_SIZE + seg.wal.size
                      for seg in list(store._unflushed)
                      if seg.wal is not None and not seg.wal.closed}
-        files: list[str] = []
-        logs: dict[str, int] = {}
-        for name in sorted(os.listdir(store._dir)):
-            kind = kind_of(name)
-            if kind == "file":
-                files.append(name)
-            elif kind == "log":
-                size = open_logs.get(name)
-                logs[name] = size if size is not None else os.stat(store._dir / name).st_size
-        return files, logs
+        return list_state(store._dir, open_logs)
+
+
+def list_state(directory: Path, open_logs: dict[str, int]) -> tuple[list[str], dict[str, int]]:
+    """The immutable files of a KV directory and each log's committed end: from
+    ``open_logs`` for the logs a store is writing, else the file's size (a closed
+    store's log: recovery decides what of it counts)."""
+    files: list[str] = []
+    logs: dict[str, int] = {}
+    for name in sorted(os.listdir(directory)):
+        kind = kind_of(name)
+        if kind == "file":
+            files.append(name)
+        elif kind == "log":
+            size = open_logs.get(name)
+            logs[name] = size if size is not None else os.stat(directory / name).st_size
+    return files, logs

@@ -139,7 +139,7 @@ class Host:
     async def backup(self, body: bytes) -> tuple[int, dict[str, Any]]:
         """``POST /backup`` with ``{"dest": URL, "link": false}``: back up every store."""
         from tuffdb.backup import datadir  # noqa: PLC0415 (only when asked)
-        from tuffdb.backup.objstore import open_target  # noqa: PLC0415
+        from tuffdb.storage.objstore import open_target  # noqa: PLC0415
         from tuffdb.backup.take import STAGING_DIR, take_backup  # noqa: PLC0415
 
         try:
@@ -175,7 +175,7 @@ class Host:
     def _start_archiver(self) -> None:
         from tuffdb.backup import datadir  # noqa: PLC0415
         from tuffdb.backup.archive import Archiver  # noqa: PLC0415
-        from tuffdb.backup.objstore import open_target  # noqa: PLC0415
+        from tuffdb.storage.objstore import open_target  # noqa: PLC0415
 
         config = self.config
         assert config.archive is not None

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from tuffdb.errors import CorruptionError, OperationalError
+from tuffdb.storage.copy import copy_to_path
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -46,7 +47,6 @@ Part = tuple[str, int, int, bytes]
 #: A feed that holds more than this many changes, or bytes of round data, is cut off.
 DEFAULT_FEED_CHANGES = 100_000
 DEFAULT_FEED_BYTES = 256 << 20
-_COPY_CHUNK = 1 << 20
 
 
 class Source(Protocol):
@@ -198,15 +198,7 @@ def link_or_copy(src: Path, dst: Path, size: int | None = None) -> None:
     except OSError as exc:
         if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
             raise
-    with src.open("rb") as fin, dst.open("wb") as fout:
-        left = size if size is not None else -1
-        while left:
-            buf = fin.read(_COPY_CHUNK if left < 0 else min(left, _COPY_CHUNK))
-            if not buf:
-                break
-            fout.write(buf)
-            if left > 0:
-                left -= len(buf)
+    copy_to_path(src, dst, size)
 
 
 def new_bytes(have: int, start: int, end: int, data: bytes) -> bytes:
@@ -372,14 +364,7 @@ class Shipper:
 def copy_prefix(src: Path, dst: Path, size: int) -> None:
     """Copy the first ``size`` bytes of ``src`` to a new file ``dst`` (never a link: a
     log's copy must not share its inode, it is appended to or cut)."""
-    with src.open("rb") as fin, dst.open("wb") as fout:
-        left = size
-        while left:
-            buf = fin.read(min(left, _COPY_CHUNK))
-            if not buf:
-                raise CorruptionError(f"{src} is shorter than {size} bytes", path=str(src))
-            fout.write(buf)
-            left -= len(buf)
+    copy_to_path(src, dst, size)
 
 
 class Mirror:

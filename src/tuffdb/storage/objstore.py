@@ -30,7 +30,8 @@ from urllib.parse import urlparse
 
 from tuffdb._format.checksum import crc32c, crc32c_extend
 from tuffdb.errors import CorruptionError, NotFoundError, OperationalError, ProgrammingError
-from tuffdb.storage.files import fsync_dir, fsync_fd, write_all
+from tuffdb.storage.copy import copy_file, file_crc
+from tuffdb.storage.files import fsync_dir, fsync_fd, pread_exact, write_all
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -69,7 +70,14 @@ class ObjectStore(Protocol):
 
     def get(self, key: str) -> tuple[bytes, str]: ...
 
-    def get_file(self, key: str, path: Path) -> None: ...
+    def get_file(self, key: str, path: Path) -> tuple[int, int]:
+        """Download ``key`` into a new file ``path`` (fsynced); return the (crc32c, size)
+        of the bytes written."""
+        ...
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of ``key`` (fewer when it is shorter)."""
+        ...
 
     def head(self, key: str) -> str | None: ...
 
@@ -114,14 +122,6 @@ def _chunks(path: Path, size: int | None, state: list[int],
             if left > 0:
                 left -= len(buf)
             yield buf
-
-
-def file_crc(path: Path, size: int | None = None) -> tuple[int, int]:
-    """(crc32c, size) of a file (of its first ``size`` bytes)."""
-    state = [0, 0]
-    for _ in _chunks(path, size, state):
-        pass
-    return state[0], state[1]
 
 
 def etag_of(data: bytes) -> str:
@@ -207,21 +207,28 @@ class DirStore:
     def put_file(self, key: str, path: Path, *, size: int | None = None, link: bool = False,
                  if_none_match: bool = False) -> tuple[int, int]:
         dst = self._path(key)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._temp(dst)
         if link and size is None:
-            crc, got = file_crc(Path(path))
-            dst.parent.mkdir(parents=True, exist_ok=True)
             try:
-                tmp = self._temp(dst)
                 os.link(path, tmp)
             except OSError:
                 pass  # another file system: copy
             else:
+                crc, got = file_crc(Path(path))
                 self._publish(tmp, dst, if_none_match=if_none_match, if_match=None)
                 return crc, got
-        state = [0, 0]
-        tmp = self._write_temp(dst, _chunks(Path(path), size, state))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            crc, got = copy_file(Path(path), fd, size)
+            fsync_fd(fd)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
         self._publish(tmp, dst, if_none_match=if_none_match, if_match=None)
-        return state[0], state[1]
+        return crc, got
 
     def get(self, key: str) -> tuple[bytes, str]:
         try:
@@ -230,14 +237,28 @@ class DirStore:
             raise ObjectMissing(f"{self.url}/{key} is missing") from None
         return data, etag_of(data)
 
-    def get_file(self, key: str, path: Path) -> None:
+    def get_file(self, key: str, path: Path) -> tuple[int, int]:
+        src = self._path(key)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            src = self._path(key).open("rb")
+            try:
+                got = copy_file(src, fd)
+            except FileNotFoundError:
+                raise ObjectMissing(f"{self.url}/{key} is missing") from None
+            fsync_fd(fd)
+        finally:
+            os.close(fd)
+        return got
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        try:
+            fd = os.open(self._path(key), os.O_RDONLY)
         except FileNotFoundError:
             raise ObjectMissing(f"{self.url}/{key} is missing") from None
-        with src, Path(path).open("wb") as out:
-            while buf := src.read(_READ_CHUNK):
-                out.write(buf)
+        try:
+            return pread_exact(fd, max(0, end - start), start)
+        finally:
+            os.close(fd)
 
     def head(self, key: str) -> str | None:
         try:
@@ -381,15 +402,33 @@ class S3Store:
         except Exception as exc:  # a connection cut mid-body
             raise self._error(exc, key) from exc
 
-    def get_file(self, key: str, path: Path) -> None:
+    def get_file(self, key: str, path: Path) -> tuple[int, int]:
         r = self._call(key, self._client.get_object, Key=self._key(key))
+        crc = size = 0
         try:
-            with Path(path).open("wb") as out:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
                 for buf in r["Body"].iter_chunks(_READ_CHUNK):
-                    out.write(buf)
+                    write_all(fd, buf)
+                    crc = crc32c_extend(crc, buf)
+                    size += len(buf)
+                fsync_fd(fd)
+            finally:
+                os.close(fd)
         except OSError:
             raise
         except Exception as exc:
+            raise self._error(exc, key) from exc
+        return crc, size
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        if end <= start:
+            return b""
+        r = self._call(key, self._client.get_object, Key=self._key(key),
+                       Range=f"bytes={start}-{end - 1}")
+        try:
+            return bytes(r["Body"].read())
+        except Exception as exc:  # a connection cut mid-body
             raise self._error(exc, key) from exc
 
     def head(self, key: str) -> str | None:
