@@ -54,6 +54,7 @@ class Kind(IntEnum):
     KV_BLOCK = 17  # cold segment: a block of KV records
     KV_BLOCK_INDEX = 18  # cold segment: the block index
     KV_HINT = 19  # hint file body
+    KV_SEGMENT_TAIL = 20  # tier stub: a tiered segment's header and tail (block index on)
 
 
 class Frame(NamedTuple):

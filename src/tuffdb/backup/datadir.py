@@ -84,7 +84,7 @@ def sources_of(stores: dict[str, Any]) -> list[Any]:
     """Backup sources for open stores keyed by subdirectory name (``kv``, ...)."""
     from tuffdb.backup.take import Source  # noqa: PLC0415
 
-    return [Source(name, STORES[name], store.shipper, store.key_id)
+    return [Source(name, STORES[name], store.shipper, store.key_id, store)
             for name, store in stores.items() if name in STORES]
 
 
@@ -111,6 +111,13 @@ class LockedSource:
         from tuffdb.kv.shipping_source import list_state as kv_state  # noqa: PLC0415
 
         return kv_state(self.path, {})
+
+    def remote(self) -> dict[str, Any]:
+        if self.kind == "events":
+            return {}
+        from tuffdb.kv.tier import stubs_in  # noqa: PLC0415
+
+        return stubs_in(self.path)
 
     def key_id(self) -> int:
         """The key id the store's files carry (from the first file's header; 0 if none)."""

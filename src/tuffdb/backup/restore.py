@@ -162,7 +162,7 @@ def restore(source: str, data_dir: Path, *, keys: Keys, to_time_ns: int | None =
             raise NotFoundError(f"{target.url}: no tuffdb backup or archive there (no "
                                 f"{MANIFEST_KEY} nor {HEAD_KEY}; a backup that did not finish "
                                 "has no manifest and cannot be restored from)")
-        report.verified_files = verify_data_dir(tmp)
+        report.verified_files = verify_data_dir(tmp, keys)
         if check:
             check_stores(tmp, keys)
         if progress is not None:

@@ -39,12 +39,14 @@ T = TypeVar("T")
 
 @dataclass
 class Source:
-    """One store to back up: its subdirectory name, kind, shipper and key id."""
+    """One store to back up: its subdirectory name, kind, shipper and key id; ``store``
+    the open store itself (what the archiver tiers), None for a locked directory."""
 
     name: str
     kind: str
     shipper: Shipper
     key_id: int
+    store: Any = None
 
 
 def upload_snapshot(target: ObjectStore, snap: Snapshot, prefix: str, *, link: bool = False,
@@ -52,10 +54,25 @@ def upload_snapshot(target: ObjectStore, snap: Snapshot, prefix: str, *, link: b
                     ) -> list[FileEntry]:
     """Upload every file of ``snap`` under ``prefix`` (logs cut at their positions), on
     :data:`COPY_THREADS` threads; files whose name and checksum are in ``known`` are not
-    uploaded again. Entries come back in the snapshot's order."""
+    uploaded again, nor tiered files whose object is in ``target`` already (a snapshot
+    taken with ``fetch_remote=False``). Entries come back in the snapshot's order."""
 
     def one(name: str, size: int, kind: str) -> FileEntry:
-        path = snap.path(name)
+        ref = snap.remote.get(name)
+        if ref is not None and ref.url == target.url:
+            # Tiered: its bytes are already an object of this archive (same content, the
+            # object's name carries its checksum): list that one.
+            return FileEntry(name, ref.size, ref.crc32c, "file", ref.object)
+        if ref is not None:  # tiered into another archive: fetch it, then copy it here
+            path = snap.staging / f".remote-{uuid.uuid4().hex}"
+            ref.fetch(path)
+            try:
+                return upload(name, path, ref.size, "file")
+            finally:
+                path.unlink(missing_ok=True)
+        return upload(name, snap.path(name), size, kind)
+
+    def upload(name: str, path: Path, size: int, kind: str) -> FileEntry:
         if known is not None:  # an archive: objects are named by content, and shared
             crc, got = file_crc(path, size if kind == "log" else None)
             have = known.get(name)
@@ -113,7 +130,8 @@ def take_backup(sources: list[Source], target: ObjectStore, staging_root: Path, 
     stores: dict[str, StoreEntry] = {}
     try:
         for src in sources:
-            with src.shipper.snapshot(staging_root / f"{src.name}-{uuid.uuid4().hex}") as snap:
+            with src.shipper.snapshot(staging_root / f"{src.name}-{uuid.uuid4().hex}",
+                                      fetch_remote=False) as snap:
                 if progress is not None:
                     progress.total += sum(size for _, size, _ in snap.files)
                 files = upload_snapshot(target, snap, f"data/{src.name}/", link=link,

@@ -14,16 +14,15 @@ percent of the bytes). Nothing is decoded, decompressed, decrypted or replayed.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from tuffdb._format.checksum import crc32c
-from tuffdb._format.kv import TRAILER, TRAILER_MAGIC, TRAILER_SIZE
-from tuffdb._format.record import FRAME, FRAME_SIZE, Kind, scan_frames
+from tuffdb._format.record import FRAME, FRAME_SIZE, scan_frames
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE, unpack_header
-from tuffdb.backup.datadir import STORES
+from tuffdb.backup.datadir import STORES, Keys
 from tuffdb.errors import CorruptionError, Error
+from tuffdb.kv.cold import parse_segment
+from tuffdb.storage.codec import Codec
 from tuffdb.storage.files import pread_exact
 
 #: Bytes scanned per read (a frame larger than this is read whole).
@@ -59,53 +58,31 @@ def _zero_from(fd: int, pos: int, size: int) -> bool:
     return True
 
 
-def verify_file(path: Path, where: str, *, kind: str) -> None:
-    """Check one file. ``kind``: ``"segment"`` (a KV cold segment: header, then its block
-    index, footer and trailer), ``"sealed"`` (an event log segment: its header), ``"one"``
-    (frames to the very end: hints, event index files) or ``"log"`` (frames, then only
-    unwritten space).
+def verify_file(path: Path, where: str, *, kind: str, codec: Codec) -> None:
+    """Check one file. ``kind``: ``"segment"`` (a KV cold segment: header, trailer, footer
+    and block index, as opening it does), ``"sealed"`` (an event log segment: its
+    header), ``"one"`` (frames to the very end: hints, event index files) or ``"log"``
+    (frames, then only unwritten space).
 
     :raises CorruptionError: naming the file and the offset.
     """
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
+        if kind == "segment":
+            parse_segment(lambda n, off: pread_exact(fd, n, off), size, where, codec)
+            return
         unpack_header(pread_exact(fd, SEGMENT_HEADER_SIZE, 0), where)
         if kind == "sealed":
             return
-        start, stop = SEGMENT_HEADER_SIZE, size
-        if kind == "segment":
-            start, stop = _segment_tail(fd, size, where)
-        end, error = scan_file(fd, start, stop)
-        if end < stop and not (kind == "log" and _zero_from(fd, end, stop)):
+        end, error = scan_file(fd, SEGMENT_HEADER_SIZE, size)
+        if end < size and not (kind == "log" and _zero_from(fd, end, size)):
             raise CorruptionError(f"{error or 'unexpected bytes'} at offset {end}", path=where,
                                   offset=end)
     except OSError as exc:
         raise CorruptionError(f"unreadable: {exc}", path=where) from None
     finally:
         os.close(fd)
-
-
-def _segment_tail(fd: int, size: int, where: str) -> tuple[int, int]:
-    """A cold segment's [block index offset, trailer offset), after checking the trailer
-    and the footer frame that says where the index starts."""
-    if size < SEGMENT_HEADER_SIZE + TRAILER_SIZE:
-        raise CorruptionError("cold segment too short", path=where)
-    tr = pread_exact(fd, TRAILER_SIZE, size - TRAILER_SIZE)
-    footer_off, magic, crc = TRAILER.unpack(tr)
-    if magic != TRAILER_MAGIC or crc32c(tr[:12]) != crc or footer_off >= size:
-        raise CorruptionError("bad trailer", path=where, offset=size - TRAILER_SIZE)
-    res = scan_frames(pread_exact(fd, size - TRAILER_SIZE - footer_off, footer_off))
-    if res.error or len(res.frames) != 1 or res.frames[0].kind != Kind.META:
-        raise CorruptionError(res.error or "bad footer", path=where, offset=footer_off)
-    try:
-        index_off = int(json.loads(res.frames[0].payload)["index_offset"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CorruptionError(f"bad footer: {exc!r}", path=where, offset=footer_off) from None
-    if not SEGMENT_HEADER_SIZE <= index_off < footer_off:
-        raise CorruptionError("bad footer: index offset out of range", path=where,
-                              offset=footer_off)
-    return index_off, size - TRAILER_SIZE
 
 
 def _kind_of(store_kind: str, rel: str, active: str) -> str | None:
@@ -116,8 +93,9 @@ def _kind_of(store_kind: str, rel: str, active: str) -> str | None:
     return "one" if rel.startswith("index/") and rel.endswith(".idx") else None
 
 
-def verify_data_dir(data_dir: Path) -> int:
-    """Check every store file under ``data_dir``; return how many were checked.
+def verify_data_dir(data_dir: Path, keys: Keys) -> int:
+    """Check every store file under ``data_dir`` (``keys``: each store's key, needed to
+    read a KV segment's block index); return how many files were checked.
 
     :raises CorruptionError: naming the first damaged file.
     """
@@ -126,6 +104,7 @@ def verify_data_dir(data_dir: Path) -> int:
         root = data_dir / name
         if not root.is_dir():
             continue
+        codec = Codec(key=keys.for_store(name))
         paths = sorted(p for p in root.rglob("*") if p.is_file())
         rels = [p.relative_to(root).as_posix() for p in paths]
         active = max((r for r in rels if r.startswith("log/")), default="")
@@ -134,7 +113,7 @@ def verify_data_dir(data_dir: Path) -> int:
             if kind is None:
                 continue
             try:
-                verify_file(path, f"{name}/{rel}", kind=kind)
+                verify_file(path, f"{name}/{rel}", kind=kind, codec=codec)
             except Error as exc:
                 raise CorruptionError(f"the restored {name} store is damaged: {exc}",
                                       path=f"{name}/{rel}") from None

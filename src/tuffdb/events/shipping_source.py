@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from tuffdb.events.store import EventStore
+    from tuffdb.storage.shipping import RemoteFile
 
 LOG_DIR, INDEX_DIR = "log", "index"
 
@@ -45,6 +46,9 @@ class EventsSource:
         last = segs[-1]
         return list_state(store.path, [f"{LOG_DIR}/{s.path.name}" for s in segs[:-1]],
                           (f"{LOG_DIR}/{last.path.name}", SEGMENT_HEADER_SIZE + last.size))
+
+    def remote(self) -> dict[str, RemoteFile]:
+        return {}  # event segments are never tiered
 
 
 def list_state(path: Path, sealed: list[str] | None = None,

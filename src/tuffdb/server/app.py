@@ -186,7 +186,8 @@ class Host:
         self.archiver = Archiver(
             target, datadir.sources_of(self.stores()), config.data_dir / ".archive",
             interval_s=config.archive_interval, base_interval_s=config.archive_base_interval,
-            retention_s=config.archive_retention, degraded_lag_s=config.archive_lag_degraded)
+            retention_s=config.archive_retention, degraded_lag_s=config.archive_lag_degraded,
+            local_bytes=config.local_bytes)
         self.archiver.start()
         log.info("archiving", target=target.url, interval_s=config.archive_interval)
 

@@ -41,6 +41,7 @@ MULTIPART_THRESHOLD = 64 << 20
 S3_TIMEOUT_S = 20.0
 PART_SIZE = 16 << 20
 _READ_CHUNK = 4 << 20
+_RANGE_BYTES = 16 << 20
 
 
 class ObjectMissing(NotFoundError):
@@ -103,6 +104,39 @@ def open_target(url: str | os.PathLike[str]) -> ObjectStore:
         raise ProgrammingError(f"{text}: unknown scheme {parsed.scheme!r} (use a path, "
                                "file:///path or s3://bucket/prefix)")
     return DirStore(Path(text))
+
+
+_SHARED: dict[tuple[str, ...], ObjectStore] = {}
+_SHARED_MU = threading.Lock()
+
+
+def shared_target(url: str) -> ObjectStore:
+    """:func:`open_target` for readers that come back often (tiered reads, remote files):
+    one client per URL and S3 endpoint setting for the process."""
+    key = (url, os.environ.get("AWS_ENDPOINT_URL", ""), os.environ.get("AWS_ENDPOINT_URL_S3", ""))
+    with _SHARED_MU:
+        target = _SHARED.get(key)
+        if target is None:
+            target = _SHARED[key] = open_target(url)
+        return target
+
+
+def object_crc(target: ObjectStore, key: str, size: int) -> int:
+    """CRC-32C of object ``key``, read back in ranges (it must be ``size`` bytes long).
+
+    :raises CorruptionError: it is shorter or longer.
+    """
+    crc = 0
+    for off in range(0, size, _RANGE_BYTES):
+        buf = target.get_range(key, off, min(size, off + _RANGE_BYTES))
+        if len(buf) != min(size, off + _RANGE_BYTES) - off:
+            raise CorruptionError(f"{target.url}/{key} is shorter than {size} bytes",
+                                  path=f"{target.url}/{key}")
+        crc = crc32c_extend(crc, buf)
+    if target.get_range(key, size, size + 1):
+        raise CorruptionError(f"{target.url}/{key} is longer than {size} bytes",
+                              path=f"{target.url}/{key}")
+    return crc
 
 
 def _chunks(path: Path, size: int | None, state: list[int],
@@ -424,8 +458,17 @@ class S3Store:
     def get_range(self, key: str, start: int, end: int) -> bytes:
         if end <= start:
             return b""
-        r = self._call(key, self._client.get_object, Key=self._key(key),
-                       Range=f"bytes={start}-{end - 1}")
+        from botocore.exceptions import ClientError  # noqa: PLC0415
+
+        try:
+            r = self._client.get_object(Bucket=self.bucket, Key=self._key(key),
+                                        Range=f"bytes={start}-{end - 1}")
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "InvalidRange":
+                return b""  # the range starts at or past the end (S3 answers 416)
+            raise self._error(exc, key) from exc
+        except Exception as exc:
+            raise self._error(exc, key) from exc
         try:
             return bytes(r["Body"].read())
         except Exception as exc:  # a connection cut mid-body
