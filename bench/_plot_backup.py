@@ -57,30 +57,37 @@ def main(argv: list[str]) -> int:
     (ax_copy, ax_load), (ax_lag, ax_tier) = axes
 
     copies = run.get("copies")
-    load = run.get("under_load")
+    loads = run.get("under_load") or {}
     if copies:
         labels = list(copies["mb_per_s"])
         spreads = [copies["mb_per_s"][k] for k in labels]
-        if load:
-            labels += ["tuffdb backup, under load", "cp -r, under load"]
-            spreads += [load["spread"]["backup_mb_per_s"], load["spread"]["cp_mb_per_s"]]
+        for name, one in loads.items():
+            for contestant, cell in one["spread"].items():
+                labels.append(f"{contestant}, {name} load")
+                spreads.append(cell["mb_per_s"])
         _bars(ax_copy, labels, spreads, "tab:blue")
         ax_copy.invert_yaxis()
         ax_copy.set_xlabel("MB/s (median; whiskers min..max)")
         gb = copies["data_bytes"] / 1e9
         ax_copy.set_title(f"Copies of a {gb:.1f} GB data directory", fontsize=10)
-    if load:
-        rows = load["rows"]
-        xs = range(len(rows))
-        ax_load.bar([x - 0.2 for x in xs], [r["puts_per_s_alone"] for r in rows], 0.4,
-                    label="load alone")
-        ax_load.bar([x + 0.2 for x in xs], [r["puts_per_s_during_backup"] for r in rows], 0.4,
-                    label="during tuffdb backup")
-        ax_load.set_xticks(list(xs), [f"rep {i}" for i in xs])
-        ax_load.set_ylabel("puts/s (1 KiB, durability=interval)")
-        ax_load.set_title(f"Writer during a backup: median ratio "
-                          f"{load['puts_ratio_median']:.2f}x (embedded, shared GIL)", fontsize=10)
-        ax_load.legend(fontsize=8)
+    if loads:
+        names = list(next(iter(loads.values()))["spread"])
+        width = 0.8 / len(names)
+        groups = list(loads)
+        for i, contestant in enumerate(names):
+            ratios = [loads[g]["spread"][contestant]["puts_ratio"] for g in groups]
+            _ = [ax_load.errorbar(x + i * width, r["median"], yerr=[[r["median"] - r["min"]],
+                                  [r["max"] - r["median"]]], fmt="none", color="k", capsize=2)
+                 for x, r in enumerate(ratios)]
+            ax_load.bar([x + i * width for x in range(len(groups))],
+                        [r["median"] for r in ratios], width, label=contestant)
+        ax_load.axhline(0.8, color="r", lw=0.8, ls="--")
+        ax_load.set_xticks([x + 0.4 - width / 2 for x in range(len(groups))],
+                           [f"{g} load" for g in groups])
+        ax_load.set_ylabel("writer's puts/s during / alone")
+        ax_load.set_title("The writer while a copy runs (embedded; median, min..max)",
+                          fontsize=10)
+        ax_load.legend(fontsize=7)
     lag = (run.get("ycsb_a_archive_lag") or {}).get("archiving")
     if lag:
         s = lag["lag_s"]["samples"]

@@ -13,12 +13,13 @@ One run on one host, ratios from that run, medians of ``--repeats`` with min and
    ``tuffdb backup`` (copy); ``tuffdb backup --link``; ``tuffdb restore`` of that
    repetition's backup. ``sync`` runs (untimed) before each, and each result is deleted
    (untimed) after it. MB/s = bytes of the data directory / seconds.
-2. **Under a write load** (embedded, shared GIL: the store and one writer thread putting
-   1 KiB values in ``durability="interval"`` share the process, the harshest case for
-   the backup's threads): per repetition a window of the load alone, the load while
-   ``take_backup`` runs, the load while ``cp -r`` runs. Reported: the backup's MB/s under
-   load against ``cp -r`` (offline, from 1, and under the same load), and the puts/s
-   during the backup against the puts/s alone.
+2. **Under a write load** (embedded, shared GIL: the store and one writer thread share
+   the process, the harshest case for the backup's threads; ``durability="interval"``;
+   values of 1 KiB, a load near the disk's bandwidth, and of 100 B, a load bound by the
+   interpreter): per repetition, each of ``take_backup``, ``take_backup`` at
+   ``--throttle-mb`` MB/s, ``cp -r`` and ``cp -r`` + ``sync -f`` of the live directory,
+   each followed by a window of the load alone as long as it took. Reported: each one's
+   MB/s and the puts/s during it against the puts/s alone.
 3. **Restore with ``--check``** (open every store and run its full check) once: what the
    default verification saves.
 4. **Archive lag under YCSB A, durable**: ``tuffdb serve --durability always --archive DIR
@@ -192,17 +193,18 @@ def copies(data: Path, work: Path, repeats: int) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- 2. under load
 class Load:
-    """One writer thread: put 1 KiB values over 200,000 keys; counts puts."""
+    """One writer thread: put ``value_bytes`` values over 200,000 keys; counts puts."""
 
-    def __init__(self, kv: KVStore) -> None:
+    def __init__(self, kv: KVStore, value_bytes: int) -> None:
         self.kv = kv
+        self.value_bytes = value_bytes
         self.count = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run)
         self.thread.start()
 
     def _run(self) -> None:
-        v = os.urandom(VALUE)
+        v = os.urandom(self.value_bytes)
         put = self.kv.put
         i = 0
         while not self.stop.is_set():
@@ -222,55 +224,69 @@ class Load:
         self.thread.join()
 
 
-def under_load(data: Path, work: Path, repeats: int, cp_offline_mbps: float) -> dict[str, Any]:
+def under_load(data: Path, work: Path, repeats: int, cp_offline_mbps: float,
+               value_bytes: int, throttle_mb: float) -> dict[str, Any]:
     kv = KVStore.open(data / "kv", durability="interval")
     es = EventStore.open(data / "events")
     sources = sources_of({"kv": kv, "events": es})
-    load = Load(kv)
+    load = Load(kv, value_bytes)
+
+    def backup(rate: float | None = None) -> int:
+        m = take_backup(sources, open_target(work / "bk-load"), data / ".backup-staging",
+                        max_bytes_per_s=rate)
+        shutil.rmtree(work / "bk-load")
+        return sum(f.size for s in m.stores.values() for f in s.files)
+
+    def cp(durable: bool) -> int:
+        # (a live directory: files the store deletes meanwhile make cp complain)
+        dst = work / "cp-load"
+        subprocess.run(["cp", "-r", str(data), str(dst)], check=False,
+                       stderr=subprocess.DEVNULL)
+        if durable:
+            subprocess.run(["sync", "-f", str(dst)], check=True)
+        size = dir_bytes(dst)
+        shutil.rmtree(dst)
+        return size
+
+    contestants: dict[str, Callable[[], int]] = {
+        "backup": backup,
+        f"backup --max-rate {throttle_mb:g}": lambda: backup(throttle_mb * 1e6),
+        "cp -r": lambda: cp(durable=False),
+        "cp -r + sync": lambda: cp(durable=True),
+    }
     rows = []
     try:
         load.window(None, 3.0)  # warm-up
         for rep in range(repeats):
-            sync()
-            dest = work / "bk-load"
-
-            def backup(dest: Path = dest) -> int:
-                m = take_backup(sources, open_target(dest), data / ".backup-staging")
-                return sum(f.size for s in m.stores.values() for f in s.files)
-
-            with_rate, b_s, b_bytes = load.window(backup, 0)
-            shutil.rmtree(dest)
-            sync()
-            alone_rate, _, _ = load.window(None, b_s)
-            sync()
-            # (a live directory: files the store deletes meanwhile make cp complain)
-            cp_rate, cp_s, _ = load.window(
-                lambda: subprocess.run(["cp", "-r", str(data), str(work / "cp-load")],
-                                       check=False, stderr=subprocess.DEVNULL), 0)
-            cp_bytes = dir_bytes(work / "cp-load")
-            shutil.rmtree(work / "cp-load")
-            row = {"backup_s": b_s, "backup_bytes": b_bytes,
-                   "backup_mb_per_s": b_bytes / 1e6 / b_s,
-                   "puts_per_s_alone": alone_rate, "puts_per_s_during_backup": with_rate,
-                   "puts_ratio": with_rate / alone_rate,
-                   "cp_s": cp_s, "cp_mb_per_s": cp_bytes / 1e6 / cp_s,
-                   "puts_per_s_during_cp": cp_rate}
+            row: dict[str, Any] = {}
+            for name, fn in contestants.items():
+                sync()
+                rate, secs, nbytes = load.window(fn, 0)
+                sync()
+                alone, _, _ = load.window(None, secs)  # the load alone, as long
+                row[name] = {"seconds": secs, "bytes": nbytes, "mb_per_s": nbytes / 1e6 / secs,
+                             "puts_per_s_during": rate, "puts_per_s_alone": alone,
+                             "puts_ratio": rate / alone}
+                print(f"  rep {rep}, {value_bytes} B load: {name} "
+                      f"{row[name]['mb_per_s']:.0f} MB/s, puts {rate:.0f}/s during vs "
+                      f"{alone:.0f}/s alone", flush=True)
             rows.append(row)
-            print(f"  rep {rep}: backup {row['backup_mb_per_s']:.0f} MB/s under load, "
-                  f"puts {with_rate:.0f}/s vs {alone_rate:.0f}/s alone", flush=True)
     finally:
         load.close()
         kv.close()
         es.close()
-    med = {k: spread([r[k] for r in rows]) for k in rows[0]}
+    med = {name: {k: spread([r[name][k] for r in rows]) for k in rows[0][name]}
+           for name in contestants}
     return {
-        "load": "1 thread, kv.put of 1 KiB values over 200,000 keys, durability=interval; "
-                "embedded, shared GIL with the backup",
+        "load": f"1 thread, kv.put of {value_bytes} B values over 200,000 keys, "
+                "durability=interval; embedded, shared GIL with the backup",
         "rows": rows, "spread": med,
-        "backup_under_load_vs_cp_offline": med["backup_mb_per_s"]["median"] / cp_offline_mbps,
-        "backup_under_load_vs_cp_under_load": (med["backup_mb_per_s"]["median"]
-                                               / med["cp_mb_per_s"]["median"]),
-        "puts_ratio_median": med["puts_ratio"]["median"],
+        "backup_under_load_vs_cp_offline": med["backup"]["mb_per_s"]["median"] / cp_offline_mbps,
+        "backup_under_load_vs_cp_under_load": (med["backup"]["mb_per_s"]["median"]
+                                               / med["cp -r"]["mb_per_s"]["median"]),
+        "backup_under_load_vs_cp_sync_under_load": (
+            med["backup"]["mb_per_s"]["median"] / med["cp -r + sync"]["mb_per_s"]["median"]),
+        "puts_ratio_median": {name: med[name]["puts_ratio"]["median"] for name in contestants},
     }
 
 
@@ -540,6 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gb", type=float, default=4.0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--throttle-mb", type=float, default=150.0)
     ap.add_argument("--ycsb-records", type=int, default=100_000)
     ap.add_argument("--ycsb-threads", type=int, default=8)
     ap.add_argument("--ycsb-seconds", type=float, default=60.0)
@@ -565,7 +582,10 @@ def main(argv: list[str] | None = None) -> int:
         if "load" in only:
             cp_mbps = (result["copies"]["mb_per_s"]["cp -r"]["median"] if "copies" in result
                        else float("nan"))
-            result["under_load"] = under_load(data, work, args.repeats, cp_mbps)
+            result["under_load"] = {
+                f"{v} B values": under_load(data, work, args.repeats, cp_mbps, v,
+                                            args.throttle_mb)
+                for v in (VALUE, 100)}
         if "check" in only:
             result["restore_check"] = restore_check(data, work)
         shutil.rmtree(data)

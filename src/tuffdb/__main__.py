@@ -66,6 +66,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     backup.add_argument("--link", action="store_true",
                         help="hard-link immutable files into a directory DEST on the same "
                         "file system instead of copying them")
+    backup.add_argument("--max-rate", metavar="MB/S", type=float,
+                        help="copy at most this many MB per second (bounds what a backup "
+                        "takes from the writers' disk)")
     _key_args(backup)
     restore = sub.add_parser("restore", help="rebuild a data directory from a backup or archive",
                              description="SRC is a backup or an archive (directory or s3://). "
@@ -137,14 +140,14 @@ def _parse_time(text: str) -> int:
 
 def _backup(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from tuffdb.backup import datadir  # noqa: PLC0415
-    from tuffdb.storage.objstore import open_target  # noqa: PLC0415
     from tuffdb.backup.progress import stderr_progress  # noqa: PLC0415
     from tuffdb.backup.take import STAGING_DIR, take_backup  # noqa: PLC0415
+    from tuffdb.storage.objstore import open_target  # noqa: PLC0415
 
     if args.server:
         if args.data_dir is not None:
             parser.error("give DATA_DIR or --server URL, not both")
-        return _post_backup(args.server, args.dest, args.link)
+        return _post_backup(args.server, args.dest, args.link, args.max_rate)
     if args.data_dir is None:
         parser.error("DATA_DIR is required (or --server URL)")
     data_dir: Path = args.data_dir
@@ -158,7 +161,8 @@ def _backup(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         _check_backup_keys(sources, keys)
         manifest = take_backup(sources, open_target(args.dest),
                                data_dir / STAGING_DIR, extra=datadir.extra_files(data_dir),
-                               link=args.link, progress=stderr_progress("backup", 0))
+                               link=args.link, progress=stderr_progress("backup", 0),
+                               max_bytes_per_s=args.max_rate * 1e6 if args.max_rate else None)
     except LockTimeout as exc:
         print(f"tuffdb: {data_dir} is in use by a running server ({exc}); back it up with "
               "tuffdb backup --server URL DEST", file=sys.stderr)
@@ -200,11 +204,11 @@ def _warn_secrets(data_dir: Path, keys: Any) -> None:
               "(--documents-key-file)", file=sys.stderr)
 
 
-def _post_backup(server: str, dest: str, link: bool) -> int:
+def _post_backup(server: str, dest: str, link: bool, max_rate: float | None) -> int:
     import urllib.error  # noqa: PLC0415
     import urllib.request  # noqa: PLC0415
 
-    body = json.dumps({"dest": dest, "link": link}).encode()
+    body = json.dumps({"dest": dest, "link": link, "max_mb_per_s": max_rate}).encode()
     req = urllib.request.Request(server.rstrip("/") + "/backup", data=body, method="POST",
                                  headers={"Content-Type": "application/json"})
     try:

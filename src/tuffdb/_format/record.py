@@ -14,6 +14,7 @@ seen its committing frame, and recovery truncates everything after the last one.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from enum import IntEnum, IntFlag
 from typing import NamedTuple
@@ -124,6 +125,27 @@ def scan_frames(buf: bytes, start: int = 0, end: int | None = None) -> ScanResul
         if flags & COMMIT:
             committed = pos
     return ScanResult(frames, pos, committed, error)
+
+
+def header_digest(buf: bytes | mmap.mmap, start: int, end: int,
+                  crc: int = 0) -> tuple[int, int]:
+    """CRC-32C (extending ``crc``) of the 10-byte headers of the frames that lie whole in
+    ``buf[start:end]``, in order, walking by their lengths without reading a payload;
+    returns (crc, offset just past the last whole frame). The headers carry their
+    payloads' CRCs, so this digest stands for every byte of those frames (backup.md,
+    ``check: "frames"``)."""
+    unpack = FRAME.unpack_from
+    heads = []
+    append = heads.append
+    pos = start
+    while pos + FRAME_SIZE <= end:
+        _, length, kind, _ = unpack(buf, pos)
+        nxt = pos + FRAME_SIZE + length
+        if kind == 0 or nxt > end:
+            break
+        append(buf[pos : pos + FRAME_SIZE])
+        pos = nxt
+    return crc32c_extend(crc, b"".join(heads)), pos
 
 
 def unwritten_tail(data: bytes, stop: int) -> int:

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from tuffdb.backup.archive import HEAD_KEY, decode_chunk, read_head
 from tuffdb.backup.datadir import STORES, Keys, open_store, store_key_id
-from tuffdb.backup.manifest import MANIFEST_KEY, FileEntry, Manifest, decode
+from tuffdb.backup.manifest import CHECK_FRAMES, MANIFEST_KEY, FileEntry, Manifest, decode
 from tuffdb.storage.objstore import ObjectStore, open_target
 from tuffdb.backup.take import run_parallel
-from tuffdb.backup.verify import verify_data_dir
+from tuffdb.backup.verify import verify_data_dir, verify_frames
 from tuffdb.errors import (
     CorruptionError,
     NotFoundError,
@@ -84,14 +84,23 @@ def _refuse_non_empty(data_dir: Path) -> None:
 
 
 def fetch(target: ObjectStore, entry: FileEntry, dest: Path) -> int:
-    """Download ``entry`` to ``dest`` (fsynced) and verify it; return its size. Errors
-    name the object."""
-    crc, size = target.get_file(entry.object, dest)
+    """Download ``entry`` to ``dest`` (fsynced) and verify it: by a CRC-32C of its bytes,
+    or (``check: "frames"``) every frame's CRC and the digest of its headers. Return its
+    size. Errors name the object."""
+    frames = entry.check == CHECK_FRAMES
+    crc, size = target.get_file(entry.object, dest, crc=not frames)
+    where = f"{target.url}/{entry.object}"
+    if frames and size == entry.size:
+        try:
+            crc = verify_frames(dest, entry.trailer)
+        except CorruptionError as exc:
+            raise CorruptionError(f"{where} is damaged: {exc.reason}", path=where,
+                                  offset=exc.offset) from None
     if size != entry.size or crc != entry.crc32c:
+        what = "frame digest" if frames else "CRC-32C"
         raise CorruptionError(
-            f"{target.url}/{entry.object} is damaged: {size} bytes with CRC-32C {crc:08x}, "
-            f"the manifest says {entry.size} bytes with {entry.crc32c:08x}",
-            path=f"{target.url}/{entry.object}")
+            f"{where} is damaged: {size} bytes with {what} {crc:08x}, "
+            f"the manifest says {entry.size} bytes with {entry.crc32c:08x}", path=where)
     return size
 
 

@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tuffdb._failpoints import failpoint
-from tuffdb.backup.manifest import MANIFEST_KEY, FileEntry, Manifest, StoreEntry
-from tuffdb.storage.objstore import PreconditionFailed
+from tuffdb._format.kv import TRAILER_SIZE
+from tuffdb.backup.manifest import CHECK_FRAMES, MANIFEST_KEY, FileEntry, Manifest, StoreEntry
 from tuffdb.backup.progress import Progress
 from tuffdb.errors import OperationalError
-from tuffdb.storage.copy import file_crc
+from tuffdb.kv.cold import DATA_SUFFIX
+from tuffdb.storage.copy import Throttle, file_crc, frames_digest
+from tuffdb.storage.objstore import PreconditionFailed
 
 if TYPE_CHECKING:
     from tuffdb.storage.objstore import ObjectStore
@@ -49,13 +51,30 @@ class Source:
     store: Any = None
 
 
+def frames_trailer(store_kind: str, name: str, kind: str) -> int | None:
+    """For a file checked by its own frames (``check: "frames"``, docs/format/backup.md),
+    the raw bytes after its last frame; None for a file checked by a CRC of its bytes.
+    Frames: a KV cold segment (16-byte trailer) and a sealed event log segment (none):
+    the bulk of a store, whose payloads their frame CRCs already cover."""
+    if kind != "file":
+        return None
+    if store_kind == "kv" and name.endswith(DATA_SUFFIX):
+        return TRAILER_SIZE
+    if store_kind == "events" and name.startswith("log/"):
+        return 0
+    return None
+
+
 def upload_snapshot(target: ObjectStore, snap: Snapshot, prefix: str, *, link: bool = False,
                     progress: Progress | None = None, known: dict[str, FileEntry] | None = None,
-                    ) -> list[FileEntry]:
+                    store_kind: str = "", throttle: Throttle | None = None) -> list[FileEntry]:
     """Upload every file of ``snap`` under ``prefix`` (logs cut at their positions), on
     :data:`COPY_THREADS` threads; files whose name and checksum are in ``known`` are not
     uploaded again, nor tiered files whose object is in ``target`` already (a snapshot
-    taken with ``fetch_remote=False``). Entries come back in the snapshot's order."""
+    taken with ``fetch_remote=False``). Without ``known`` (a backup), the big immutable
+    files of a ``store_kind`` store are checked by their frames (:func:`frames_trailer`),
+    the rest by a CRC-32C of their bytes; an archive (``known``) names objects by a CRC of
+    their bytes. Entries come back in the snapshot's order."""
 
     def one(name: str, size: int, kind: str) -> FileEntry:
         ref = snap.remote.get(name)
@@ -83,9 +102,14 @@ def upload_snapshot(target: ObjectStore, snap: Snapshot, prefix: str, *, link: b
                 target.put_file(key, path, size=got, if_none_match=True)
             return FileEntry(name, got, crc, kind, key)
         key = f"{prefix}{name}"
+        trailer = frames_trailer(store_kind, name, kind)
         crc, got = target.put_file(key, path, size=size if kind == "log" else None,
-                                   link=link and kind == "file", if_none_match=True)
-        return FileEntry(name, got, crc, kind, key)
+                                   link=link and kind == "file", if_none_match=True,
+                                   crc=trailer is None, throttle=throttle)
+        if trailer is None:
+            return FileEntry(name, got, crc, kind, key)
+        digest, got = frames_digest(path, trailer)
+        return FileEntry(name, got, digest, kind, key, CHECK_FRAMES, trailer)
 
     return run_parallel(one, snap.files, progress, [f[1] for f in snap.files])
 
@@ -117,8 +141,10 @@ def run_parallel(fn: Callable[..., T], items: Sequence[tuple[Any, ...]],
 
 def take_backup(sources: list[Source], target: ObjectStore, staging_root: Path, *,
                 extra: list[tuple[str, Path]] = (), link: bool = False,  # type: ignore[assignment]
-                progress: Progress | None = None) -> Manifest:
+                progress: Progress | None = None,
+                max_bytes_per_s: float | None = None) -> Manifest:
     """Back up ``sources`` to ``target`` (which must be empty); return the manifest.
+    ``max_bytes_per_s`` bounds the copying rate (what it takes from the writers' disk).
 
     :raises OperationalError: the target is not empty.
     """
@@ -126,6 +152,7 @@ def take_backup(sources: list[Source], target: ObjectStore, staging_root: Path, 
         raise OperationalError(f"{target.url} is not empty: a backup goes to a new or empty "
                                "destination (it never overwrites one)")
     started = time.time_ns()
+    throttle = Throttle(max_bytes_per_s) if max_bytes_per_s else None
     shutil.rmtree(staging_root, ignore_errors=True)  # a killed backup's leftovers
     stores: dict[str, StoreEntry] = {}
     try:
@@ -135,7 +162,8 @@ def take_backup(sources: list[Source], target: ObjectStore, staging_root: Path, 
                 if progress is not None:
                     progress.total += sum(size for _, size, _ in snap.files)
                 files = upload_snapshot(target, snap, f"data/{src.name}/", link=link,
-                                        progress=progress)
+                                        progress=progress, store_kind=src.kind,
+                                        throttle=throttle)
             stores[src.name] = StoreEntry(src.kind, src.key_id, snap.version, snap.time_ns,
                                           snap.positions, files)
         entries = []

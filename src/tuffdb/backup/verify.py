@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tuffdb._format.checksum import crc32c, crc32c_extend
 from tuffdb._format.record import FRAME, FRAME_SIZE, scan_frames
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE, unpack_header
 from tuffdb.backup.datadir import STORES, Keys
@@ -30,9 +31,10 @@ WINDOW = 16 << 20
 _ZEROS = bytes(1 << 16)
 
 
-def scan_file(fd: int, start: int, stop: int) -> tuple[int, str | None]:
+def scan_file(fd: int, start: int, stop: int, digest: int = 0) -> tuple[int, str | None, int]:
     """Walk the frames of ``fd`` in ``[start, stop)``, verifying each one's CRC; return
-    (offset just past the last valid frame, why the walk stopped early or None)."""
+    (offset just past the last valid frame, why the walk stopped early or None, CRC-32C
+    of the walked frames' headers extending ``digest``)."""
     pos = start
     while pos < stop:
         want = min(WINDOW, stop - pos)
@@ -41,11 +43,34 @@ def scan_file(fd: int, start: int, stop: int) -> tuple[int, str | None]:
             want = max(want, min(FRAME_SIZE + length, stop - pos))
         buf = pread_exact(fd, want, pos)
         res = scan_frames(buf)
+        digest = crc32c_extend(digest, b"".join(
+            buf[f.offset : f.offset + FRAME_SIZE] for f in res.frames))
         cut = pos + len(buf) < stop and res.end > 0  # the window ended inside a frame
         if res.error and not (cut and res.error.startswith("torn")):
-            return pos + res.end, res.error
+            return pos + res.end, res.error, digest
         pos += res.end  # a frame the window cut starts the next read
-    return pos, None
+    return pos, None, digest
+
+
+def verify_frames(path: Path, trailer: int) -> int:
+    """Verify every frame's CRC of a file checked by its frames (a segment header, whole
+    frames, then ``trailer`` raw bytes) and return its digest (``frames_digest``).
+
+    :raises CorruptionError: a damaged frame, or frames that do not end ``trailer``
+        bytes before the end.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        head = pread_exact(fd, SEGMENT_HEADER_SIZE, 0)
+        stop = size - trailer
+        end, error, digest = scan_file(fd, SEGMENT_HEADER_SIZE, stop, crc32c(head))
+        if end != stop:
+            raise CorruptionError(f"{error or 'no frame'} at offset {end}", path=str(path),
+                                  offset=end)
+        return crc32c_extend(digest, pread_exact(fd, trailer, stop))
+    finally:
+        os.close(fd)
 
 
 def _zero_from(fd: int, pos: int, size: int) -> bool:
@@ -75,7 +100,7 @@ def verify_file(path: Path, where: str, *, kind: str, codec: Codec) -> None:
         unpack_header(pread_exact(fd, SEGMENT_HEADER_SIZE, 0), where)
         if kind == "sealed":
             return
-        end, error = scan_file(fd, SEGMENT_HEADER_SIZE, size)
+        end, error, _ = scan_file(fd, SEGMENT_HEADER_SIZE, size)
         if end < size and not (kind == "log" and _zero_from(fd, end, size)):
             raise CorruptionError(f"{error or 'unexpected bytes'} at offset {end}", path=where,
                                   offset=end)

@@ -17,15 +17,23 @@ what held a backup under load to a few tens of MB/s. Here:
 from __future__ import annotations
 
 import errno
+import mmap
 import os
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-from tuffdb._format.checksum import crc32c_extend
-from tuffdb.errors import CorruptionError
+from tuffdb._format.checksum import crc32c, crc32c_extend
+from tuffdb._format.record import header_digest
+from tuffdb._format.segment import SEGMENT_HEADER_SIZE
+from tuffdb.errors import CorruptionError, ProgrammingError
 
 #: Bytes per checksum call (each releases the GIL) and per ``copy_file_range`` call.
 CRC_SLICE = 64 << 20
 COPY_SLICE = 1 << 30
+#: Bytes per ``copy_file_range`` call under a :class:`Throttle`.
+THROTTLED_SLICE = 8 << 20
 _BUFFER = 8 << 20
 # copy_file_range refuses some pairs (older kernels across file systems, special files):
 # those errors mean "use the next method", never "the copy failed".
@@ -67,15 +75,69 @@ def file_crc(path: Path, size: int | None = None) -> tuple[int, int]:
         os.close(fd)
 
 
-def copy_fd(src: int, dst: int, size: int) -> None:
+def frames_digest(path: Path, trailer: int = 0) -> tuple[int, int]:
+    """(digest, size) of a file made of a segment header, whole frames and then
+    ``trailer`` raw bytes: CRC-32C of the header, every frame's 10-byte header and the
+    trailer (``header_digest``). Reads a few bytes per frame, never a payload: the file's
+    own frame checksums stand for them.
+
+    :raises CorruptionError: the frames do not end exactly ``trailer`` bytes before EOF.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        stop = size - trailer
+        if stop < SEGMENT_HEADER_SIZE:
+            raise CorruptionError("too short for a segment", path=str(path))
+        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as m:
+            crc, end = header_digest(m, SEGMENT_HEADER_SIZE, stop,
+                                     crc32c(m[:SEGMENT_HEADER_SIZE]))
+            if end != stop:
+                raise CorruptionError(f"frames end at {end}, not {stop}", path=str(path),
+                                      offset=end)
+            return crc32c_extend(crc, m[stop:size]), size
+    finally:
+        os.close(fd)
+
+
+class Throttle:
+    """At most ``bytes_per_s`` on average over every thread that shares it: each copy
+    takes its bytes from here (in :data:`THROTTLED_SLICE` pieces) and sleeps when it is
+    ahead of the rate. How an online backup bounds what it takes from the writers' disk."""
+
+    def __init__(self, bytes_per_s: float, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if bytes_per_s <= 0:
+            raise ProgrammingError("a throttle's rate must be positive")
+        self.rate = float(bytes_per_s)
+        self._clock = clock
+        self._sleep = sleep
+        self._mu = threading.Lock()
+        self._next = clock()
+
+    def take(self, nbytes: int) -> None:
+        """Wait until ``nbytes`` more keep the average at or under the rate."""
+        with self._mu:
+            now = self._clock()
+            start = max(self._next, now - 1.0)  # at most a second of unused rate carries over
+            self._next = start + nbytes / self.rate
+            wait = start - now
+        if wait > 0:
+            self._sleep(wait)
+
+
+def copy_fd(src: int, dst: int, size: int, throttle: Throttle | None = None) -> None:
     """Copy bytes ``[0, size)`` of ``src`` to ``dst`` at its offset 0 onwards.
 
     :raises CorruptionError: ``src`` ends before ``size``.
     """
     done = 0
     method = "copy_file_range"
+    piece = COPY_SLICE if throttle is None else THROTTLED_SLICE
     while done < size:
-        want = min(size - done, COPY_SLICE)
+        want = min(size - done, piece)
+        if throttle is not None:
+            throttle.take(want)
         try:
             if method == "copy_file_range":
                 n = os.copy_file_range(src, dst, want, done, done)
@@ -95,10 +157,11 @@ def copy_fd(src: int, dst: int, size: int) -> None:
         done += n
 
 
-def copy_file(src: Path, dst_fd: int, size: int | None = None, *,
-              crc: bool = True) -> tuple[int, int]:
+def copy_file(src: Path, dst_fd: int, size: int | None = None, *, crc: bool = True,
+              throttle: Throttle | None = None) -> tuple[int, int]:
     """Copy ``src`` (its first ``size`` bytes) into the new, empty file ``dst_fd``;
-    return (CRC-32C of the bytes copied, 0 when ``crc`` is false; bytes copied).
+    return (CRC-32C of the bytes copied, 0 when ``crc`` is false; bytes copied), at most
+    as fast as ``throttle`` allows.
 
     :raises CorruptionError: ``src`` is shorter than ``size``.
     """
@@ -110,7 +173,7 @@ def copy_file(src: Path, dst_fd: int, size: int | None = None, *,
             raise CorruptionError(f"{src} is shorter than {size} bytes", path=str(src))
         value = crc_fd(fd, size) if crc else 0
         try:
-            copy_fd(fd, dst_fd, size)
+            copy_fd(fd, dst_fd, size, throttle)
         except CorruptionError as exc:
             raise CorruptionError(f"{src}: {exc}", path=str(src)) from None
         return value, size

@@ -30,7 +30,7 @@ from urllib.parse import urlparse
 
 from tuffdb._format.checksum import crc32c, crc32c_extend
 from tuffdb.errors import CorruptionError, NotFoundError, OperationalError, ProgrammingError
-from tuffdb.storage.copy import copy_file, file_crc
+from tuffdb.storage.copy import Throttle, copy_file, file_crc
 from tuffdb.storage.files import fsync_dir, fsync_fd, pread_exact, write_all
 
 if TYPE_CHECKING:
@@ -63,17 +63,19 @@ class ObjectStore(Protocol):
             if_match: str | None = None) -> str: ...
 
     def put_file(self, key: str, path: Path, *, size: int | None = None, link: bool = False,
-                 if_none_match: bool = False) -> tuple[int, int]:
+                 if_none_match: bool = False, crc: bool = True,
+                 throttle: Throttle | None = None) -> tuple[int, int]:
         """Upload the first ``size`` bytes of ``path`` (all of it by default); return
         their (crc32c, size). ``link``: a directory target may hard-link the file instead
-        of copying it (immutable files only)."""
+        of copying it (immutable files only). ``crc=False``: the caller checksums the file
+        itself (the CRC returned may be 0). ``throttle``: at most its rate."""
         ...
 
     def get(self, key: str) -> tuple[bytes, str]: ...
 
-    def get_file(self, key: str, path: Path) -> tuple[int, int]:
+    def get_file(self, key: str, path: Path, *, crc: bool = True) -> tuple[int, int]:
         """Download ``key`` into a new file ``path`` (fsynced); return the (crc32c, size)
-        of the bytes written."""
+        of the bytes written (``crc=False``: the CRC may be 0; the caller checks)."""
         ...
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
@@ -239,7 +241,8 @@ class DirStore:
         return etag_of(data)
 
     def put_file(self, key: str, path: Path, *, size: int | None = None, link: bool = False,
-                 if_none_match: bool = False) -> tuple[int, int]:
+                 if_none_match: bool = False, crc: bool = True,
+                 throttle: Throttle | None = None) -> tuple[int, int]:
         dst = self._path(key)
         dst.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._temp(dst)
@@ -249,12 +252,12 @@ class DirStore:
             except OSError:
                 pass  # another file system: copy
             else:
-                crc, got = file_crc(Path(path))
+                got = file_crc(Path(path)) if crc else (0, os.stat(tmp).st_size)
                 self._publish(tmp, dst, if_none_match=if_none_match, if_match=None)
-                return crc, got
+                return got
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            crc, got = copy_file(Path(path), fd, size)
+            value, got = copy_file(Path(path), fd, size, crc=crc, throttle=throttle)
             fsync_fd(fd)
         except BaseException:
             os.close(fd)
@@ -262,7 +265,7 @@ class DirStore:
             raise
         os.close(fd)
         self._publish(tmp, dst, if_none_match=if_none_match, if_match=None)
-        return crc, got
+        return value, got
 
     def get(self, key: str) -> tuple[bytes, str]:
         try:
@@ -271,12 +274,12 @@ class DirStore:
             raise ObjectMissing(f"{self.url}/{key} is missing") from None
         return data, etag_of(data)
 
-    def get_file(self, key: str, path: Path) -> tuple[int, int]:
+    def get_file(self, key: str, path: Path, *, crc: bool = True) -> tuple[int, int]:
         src = self._path(key)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             try:
-                got = copy_file(src, fd)
+                got = copy_file(src, fd, crc=crc)
             except FileNotFoundError:
                 raise ObjectMissing(f"{self.url}/{key} is missing") from None
             fsync_fd(fd)
@@ -400,9 +403,12 @@ class S3Store:
         return str(r["ETag"])
 
     def put_file(self, key: str, path: Path, *, size: int | None = None, link: bool = False,
-                 if_none_match: bool = False) -> tuple[int, int]:
-        del link  # a bucket holds copies
+                 if_none_match: bool = False, crc: bool = True,
+                 throttle: Throttle | None = None) -> tuple[int, int]:
+        del link, crc  # a bucket holds copies; the bytes are read anyway: always checksummed
         total = Path(path).stat().st_size if size is None else size
+        if throttle is not None:
+            throttle.take(total)
         if total <= MULTIPART_THRESHOLD:
             with Path(path).open("rb") as f:
                 data = f.read(total)
@@ -436,7 +442,8 @@ class S3Store:
         except Exception as exc:  # a connection cut mid-body
             raise self._error(exc, key) from exc
 
-    def get_file(self, key: str, path: Path) -> tuple[int, int]:
+    def get_file(self, key: str, path: Path, *, crc: bool = True) -> tuple[int, int]:
+        del crc  # the bytes pass through here: always checksummed
         r = self._call(key, self._client.get_object, Key=self._key(key))
         crc = size = 0
         try:
