@@ -563,10 +563,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pitr-keys", type=int, default=1_000_000)
     ap.add_argument("--tier-mb", type=int, default=1200)
     ap.add_argument("--only", default="copies,load,check,ycsb,pitr,tier")
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="sys.setswitchinterval for this process (Python's default: 0.005)")
     ap.add_argument("--dir", default="/var/tmp")
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "backup")
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     check_real_disk(args.dir)
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     result: dict[str, Any] = {"run_id": run_id, "args": vars(args) | {"out": str(args.out)}}
