@@ -17,8 +17,8 @@ One run on one host, ratios from that run, medians of ``--repeats`` with min and
    the process, the harshest case for the backup's threads; ``durability="interval"``;
    values of 1 KiB, a load near the disk's bandwidth, and of 100 B, a load bound by the
    interpreter): per repetition, each of ``take_backup``, ``take_backup`` at
-   ``--throttle-mb`` MB/s, ``cp -r`` and ``cp -r`` + ``sync -f`` of the live directory,
-   each followed by a window of the load alone as long as it took. Reported: each one's
+   ``--throttle-mb`` MB/s and ``cp -r`` + ``sync -f`` of the live directory, each
+   followed by a window of the load alone (as long, at most 10 s). Reported: each one's
    MB/s and the puts/s during it against the puts/s alone.
 3. **Restore with ``--check``** (open every store and run its full check) once: what the
    default verification saves.
@@ -27,12 +27,14 @@ One run on one host, ratios from that run, medians of ``--repeats`` with min and
    hashes), then YCSB A (50/50 read/update, Zipfian) from bench/ycsb_gen/ycsb_driver.c with
    ``--ycsb-threads`` connections (CPU 1) for ``--ycsb-seconds``; the archive lag
    (``tuffdb_archive_lag_seconds``, computed live at every scrape) sampled every 50 ms:
-   p50/p99/max with N. The same YCSB A run without ``--archive`` gives the throughput the
-   archiving costs.
+   p50/p99/max with N. Archives: a directory on the same disk, and S3 (a
+   ``moto_server`` process on CPU 1); the same YCSB A run without ``--archive`` gives the
+   throughput the archiving costs.
 5. **Point-in-time restore** of ``--pitr-keys`` keys and as many events: an archiver on
-   embedded stores from an empty base, the keys and events written by two threads, then
-   a restore to the last write's time (every change replayed from chunks) and to the
-   middle of the writes; each restored store's counts are checked.
+   embedded stores from an empty base, the keys (``put_many`` of 100) and events
+   (appends of 100) written by two threads, then a restore to the last write's time
+   (every change since the base replayed from chunks) and to the middle of the writes;
+   each restored store's counts are checked.
 6. **Tiered reads**: a KV store of ``--tier-mb`` MB archived to a directory and to S3 (a
    ``moto_server`` process on CPU 1, reached over HTTP by boto3), every segment tiered
    (``local_bytes=0``), the block cache off (``cache_bytes=0``): point reads of one key per
@@ -92,6 +94,8 @@ from tuffdb.storage.objstore import open_target
 
 VALUE = 1024
 EVENT_BYTES = 256
+ALONE_S = 10.0  # the load alone after each copy: at most this long
+PITR_BATCH = 100  # keys per put_many, events per append: rounds the restore replays
 
 
 # --------------------------------------------------------------------------- helpers
@@ -251,7 +255,6 @@ def under_load(data: Path, work: Path, repeats: int, cp_offline_mbps: float,
     contestants: dict[str, Callable[[], int]] = {
         "backup": backup,
         f"backup --max-rate {throttle_mb:g}": lambda: backup(throttle_mb * 1e6),
-        "cp -r": lambda: cp(durable=False),
         "cp -r + sync": lambda: cp(durable=True),
     }
     rows = []
@@ -263,7 +266,7 @@ def under_load(data: Path, work: Path, repeats: int, cp_offline_mbps: float,
                 sync()
                 rate, secs, nbytes = load.window(fn, 0)
                 sync()
-                alone, _, _ = load.window(None, secs)  # the load alone, as long
+                alone, _, _ = load.window(None, min(secs, ALONE_S))  # the load alone
                 row[name] = {"seconds": secs, "bytes": nbytes, "mb_per_s": nbytes / 1e6 / secs,
                              "puts_per_s_during": rate, "puts_per_s_alone": alone,
                              "puts_ratio": rate / alone}
@@ -282,8 +285,6 @@ def under_load(data: Path, work: Path, repeats: int, cp_offline_mbps: float,
                 "durability=interval; embedded, shared GIL with the backup",
         "rows": rows, "spread": med,
         "backup_under_load_vs_cp_offline": med["backup"]["mb_per_s"]["median"] / cp_offline_mbps,
-        "backup_under_load_vs_cp_under_load": (med["backup"]["mb_per_s"]["median"]
-                                               / med["cp -r"]["mb_per_s"]["median"]),
         "backup_under_load_vs_cp_sync_under_load": (
             med["backup"]["mb_per_s"]["median"] / med["cp -r + sync"]["mb_per_s"]["median"]),
         "puts_ratio_median": {name: med[name]["puts_ratio"]["median"] for name in contestants},
@@ -304,13 +305,13 @@ def restore_check(data: Path, work: Path) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- 4. YCSB A lag
 @contextlib.contextmanager
-def tuffdb_server(d: Path, archive: Path | None, cpu: int | None) -> Iterator[dict[str, int]]:
+def tuffdb_server(d: Path, archive: str | None, cpu: int | None) -> Iterator[dict[str, int]]:
     ports = {"resp": free_port(), "admin": free_port()}
     cmd = [*pin(cpu), sys.executable, "-m", "tuffdb", "serve", "--data-dir", str(d),
            "--durability", "always", "--resp-port", str(ports["resp"]), "--admin-port",
            str(ports["admin"]), "--grpc-port", "0", "--http-port", "0"]
     if archive is not None:
-        cmd += ["--archive", str(archive), "--archive-interval", "1"]
+        cmd += ["--archive", archive, "--archive-interval", "1"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
@@ -350,44 +351,50 @@ def ycsb_lag(work: Path, records: int, threads: int, seconds: float) -> dict[str
 
     out: dict[str, Any] = {"records": records, "threads": threads, "seconds": seconds,
                            "workload": "YCSB A: 50% HGETALL / 50% HSET of one field, "
-                                       "ScrambledZipfian 0.99, closed loop"}
-    for label, archived in (("archiving", True), ("no archive", False)):
-        d = work / f"ycsb-{label.replace(' ', '-')}"
-        with tuffdb_server(d, d.with_name(d.name + "-arch") if archived else None, 0) as ports:
-            r = redis.Redis(port=ports["resp"])
-            for i in range(0, records, 1000):
-                pipe = r.pipeline(transaction=False)
-                for n in range(i, min(records, i + 1000)):
-                    pipe.hset(key(n), mapping=record(n, 42))
-                pipe.execute()
-            samples: list[float] = []
-            stop = threading.Event()
+                                       "ScrambledZipfian 0.99, closed loop; server CPU 0, "
+                                       "generator (and moto_server) CPU 1"}
+    with moto(1, "ycsb") as s3_url:
+        targets: dict[str, str | None] = {"no archive": None,
+                                          "archive: directory (same disk)": "dir",
+                                          "archive: s3 (moto_server)": s3_url}
+        for label, target in targets.items():
+            d = work / f"ycsb-{len(out)}"
+            archive = str(d.with_name(d.name + "-arch")) if target == "dir" else target
+            with tuffdb_server(d, archive, 0) as ports:
+                r = redis.Redis(port=ports["resp"])
+                for i in range(0, records, 1000):
+                    pipe = r.pipeline(transaction=False)
+                    for n in range(i, min(records, i + 1000)):
+                        pipe.hset(key(n), mapping=record(n, 42))
+                    pipe.execute()
+                samples: list[float] = []
+                stop = threading.Event()
 
-            def sample(admin: int = ports["admin"]) -> None:
-                while not stop.wait(0.05):
-                    samples.append(scrape_lag(admin))
+                def sample(admin: int = ports["admin"]) -> None:
+                    while not stop.wait(0.05):
+                        samples.append(scrape_lag(admin))
 
-            sampler = threading.Thread(target=sample)
-            if archived:
-                sampler.start()
-            try:
-                res = run_driver(exe, "resp", ports["resp"], "A", threads, records, 42, 2.0,
-                                 seconds, 0, 1)
-            finally:
-                stop.set()
-                if archived:
-                    sampler.join()
-        lat = latency_summary(res.pop("latencies_ns"))
-        row = {"ops_per_s": res["ops_per_s"], "errors": res["errors"], "latency": lat,
-               "command": res["command"]}
-        if archived:
-            s = sorted(samples)
-            row["lag_s"] = {"n": len(s), "p50": s[len(s) // 2],
-                            "p99": s[min(len(s) - 1, int(len(s) * 0.99))], "max": s[-1],
-                            "samples": [round(x, 4) for x in samples]}
-        out[label] = row
-        print(f"  YCSB A {label}: {res['ops_per_s']:.0f} ops/s", flush=True)
-    out["ops_ratio_archiving"] = out["archiving"]["ops_per_s"] / out["no archive"]["ops_per_s"]
+                sampler = threading.Thread(target=sample)
+                if archive:
+                    sampler.start()
+                try:
+                    res = run_driver(exe, "resp", ports["resp"], "A", threads, records, 42,
+                                     2.0, seconds, 0, 1)
+                finally:
+                    stop.set()
+                    if archive:
+                        sampler.join()
+            row = {"ops_per_s": res["ops_per_s"], "errors": res["errors"],
+                   "latency": latency_summary(res.pop("latencies_ns")),
+                   "command": res["command"]}
+            if archive:
+                s = sorted(samples)
+                row["lag_s"] = {"n": len(s), "p50": s[len(s) // 2],
+                                "p99": s[min(len(s) - 1, int(len(s) * 0.99))], "max": s[-1],
+                                "samples": [round(x, 4) for x in samples]}
+                row["ops_ratio_vs_no_archive"] = res["ops_per_s"] / out["no archive"]["ops_per_s"]
+            out[label] = row
+            print(f"  YCSB A, {label}: {res['ops_per_s']:.0f} ops/s", flush=True)
     return out
 
 
@@ -405,14 +412,15 @@ def pitr(work: Path, keys: int) -> dict[str, Any]:
     v = os.urandom(100)
 
     def put_keys() -> None:
-        for i in range(0, keys, 1000):
-            kv.put_many([(b"k%09d" % j, v) for j in range(i, min(keys, i + 1000))])
+        for i in range(0, keys, PITR_BATCH):
+            kv.put_many([(b"k%09d" % j, v) for j in range(i, min(keys, i + PITR_BATCH))])
             if i == keys // 2:
                 marks["kv_half_ns"] = time.time_ns()
 
     def append_events() -> None:
-        for i in range(0, keys, 1000):
-            es.append([Event("E", v, [f"t{(i + j) % 97}"]) for j in range(min(1000, keys - i))])
+        for i in range(0, keys, PITR_BATCH):
+            es.append([Event("E", v, [f"t{(i + j) % 97}"])
+                       for j in range(min(PITR_BATCH, keys - i))])
 
     t0 = time.perf_counter()
     threads = [threading.Thread(target=put_keys), threading.Thread(target=append_events)]
@@ -427,8 +435,9 @@ def pitr(work: Path, keys: int) -> dict[str, Any]:
     a.stop()
     kv.close()
     es.close()
-    out: dict[str, Any] = {"keys": keys, "events": keys, "write_s": write_s,
-                           "archive_bytes": dir_bytes(arch)}
+    out: dict[str, Any] = {"keys": keys, "events": keys, "batch": PITR_BATCH,
+                           "write_s": write_s, "archive_bytes": dir_bytes(arch),
+                           "bases": a.bases_taken}
     for label, t in (("to the end", end_ns), ("to the middle", marks["kv_half_ns"])):
         dest = work / "pitr-restored"
         sync()
@@ -445,7 +454,7 @@ def pitr(work: Path, keys: int) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- 6. tiering
 @contextlib.contextmanager
-def moto(cpu: int | None) -> Iterator[str]:
+def moto(cpu: int | None, prefix: str) -> Iterator[str]:
     exe = shutil.which("moto_server") or str(Path(sys.executable).parent / "moto_server")
     port = free_port()
     proc = subprocess.Popen([*pin(cpu), exe, "-p", str(port)], stdout=subprocess.DEVNULL,
@@ -466,7 +475,7 @@ def moto(cpu: int | None) -> Iterator[str]:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-        yield "s3://bench/tier"
+        yield f"s3://bench/{prefix}"
     finally:
         proc.terminate()
         proc.wait(30)
@@ -496,7 +505,7 @@ def tiering(work: Path, mb: int) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         targets = {"directory": str(work / "tier-archive")}
         try:
-            targets["s3 (moto_server)"] = stack.enter_context(moto(1))
+            targets["s3 (moto_server)"] = stack.enter_context(moto(1, "tier"))
         except (OSError, ImportError) as exc:
             out["s3_skipped"] = repr(exc)
         for n, (label, url) in enumerate(targets.items()):

@@ -33,6 +33,10 @@ from tuffdb import metrics
 from tuffdb._failpoints import failpoint
 from tuffdb._format.checksum import crc32c
 from tuffdb.backup.manifest import FileEntry, Manifest, StoreEntry, check_format, decode
+from tuffdb.backup.take import upload_snapshot
+from tuffdb.errors import CorruptionError, Error, OperationalError
+from tuffdb.log import get_logger
+from tuffdb.storage.copy import file_crc
 from tuffdb.storage.objstore import (
     ObjectMissing,
     ObjectStore,
@@ -40,10 +44,6 @@ from tuffdb.storage.objstore import (
     TransientError,
     object_crc,
 )
-from tuffdb.backup.take import upload_snapshot
-from tuffdb.errors import CorruptionError, Error, OperationalError
-from tuffdb.log import get_logger
-from tuffdb.storage.copy import file_crc
 from tuffdb.storage.shipping import Change, Feed, FeedLost, RemoteFile
 
 if TYPE_CHECKING:

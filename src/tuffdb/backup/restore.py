@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 from tuffdb.backup.archive import HEAD_KEY, decode_chunk, read_head
 from tuffdb.backup.datadir import STORES, Keys, open_store, store_key_id
 from tuffdb.backup.manifest import CHECK_FRAMES, MANIFEST_KEY, FileEntry, Manifest, decode
-from tuffdb.storage.objstore import ObjectStore, open_target
 from tuffdb.backup.take import run_parallel
 from tuffdb.backup.verify import verify_data_dir, verify_frames
 from tuffdb.errors import (
@@ -42,6 +41,7 @@ from tuffdb.errors import (
     WrongKeyError,
 )
 from tuffdb.storage.files import fsync_dir
+from tuffdb.storage.objstore import ObjectStore, open_target
 from tuffdb.storage.shipping import Change, FeedLost, Mirror
 
 if TYPE_CHECKING:

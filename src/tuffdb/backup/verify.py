@@ -14,43 +14,19 @@ percent of the bytes). Nothing is decoded, decompressed, decrypted or replayed.
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from tuffdb._format.checksum import crc32c, crc32c_extend
-from tuffdb._format.record import FRAME, FRAME_SIZE, scan_frames
+from tuffdb._format.record import check_frames
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE, unpack_header
 from tuffdb.backup.datadir import STORES, Keys
 from tuffdb.errors import CorruptionError, Error
 from tuffdb.kv.cold import parse_segment
 from tuffdb.storage.codec import Codec
-from tuffdb.storage.files import pread_exact
-
-#: Bytes scanned per read (a frame larger than this is read whole).
-WINDOW = 16 << 20
-_ZEROS = bytes(1 << 16)
-
-
-def scan_file(fd: int, start: int, stop: int, digest: int = 0) -> tuple[int, str | None, int]:
-    """Walk the frames of ``fd`` in ``[start, stop)``, verifying each one's CRC; return
-    (offset just past the last valid frame, why the walk stopped early or None, CRC-32C
-    of the walked frames' headers extending ``digest``)."""
-    pos = start
-    while pos < stop:
-        want = min(WINDOW, stop - pos)
-        if stop - pos >= FRAME_SIZE:  # one frame larger than the window: read it whole
-            _, length, _, _ = FRAME.unpack(pread_exact(fd, FRAME_SIZE, pos))
-            want = max(want, min(FRAME_SIZE + length, stop - pos))
-        buf = pread_exact(fd, want, pos)
-        res = scan_frames(buf)
-        digest = crc32c_extend(digest, b"".join(
-            buf[f.offset : f.offset + FRAME_SIZE] for f in res.frames))
-        cut = pos + len(buf) < stop and res.end > 0  # the window ended inside a frame
-        if res.error and not (cut and res.error.startswith("torn")):
-            return pos + res.end, res.error, digest
-        pos += res.end  # a frame the window cut starts the next read
-    return pos, None, digest
-
 
 def verify_frames(path: Path, trailer: int) -> int:
     """Verify every frame's CRC of a file checked by its frames (a segment header, whole
@@ -59,28 +35,27 @@ def verify_frames(path: Path, trailer: int) -> int:
     :raises CorruptionError: a damaged frame, or frames that do not end ``trailer``
         bytes before the end.
     """
+    with _mapped(path) as m:
+        stop = len(m) - trailer
+        pos, error, digest = check_frames(m, SEGMENT_HEADER_SIZE, stop,
+                                         crc32c(m[:SEGMENT_HEADER_SIZE]))
+        if pos != stop:
+            raise CorruptionError(f"{error or 'no frame'} at offset {pos}", path=str(path),
+                                  offset=pos)
+        return crc32c_extend(digest, m[stop:])
+
+
+@contextlib.contextmanager
+def _mapped(path: Path) -> Iterator[mmap.mmap]:
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
-        head = pread_exact(fd, SEGMENT_HEADER_SIZE, 0)
-        stop = size - trailer
-        end, error, digest = scan_file(fd, SEGMENT_HEADER_SIZE, stop, crc32c(head))
-        if end != stop:
-            raise CorruptionError(f"{error or 'no frame'} at offset {end}", path=str(path),
-                                  offset=end)
-        return crc32c_extend(digest, pread_exact(fd, trailer, stop))
+        if size < SEGMENT_HEADER_SIZE:
+            raise CorruptionError(f"too short for a tuffdb file ({size} bytes)", path=str(path))
+        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as m:
+            yield m
     finally:
         os.close(fd)
-
-
-def _zero_from(fd: int, pos: int, size: int) -> bool:
-    """Whether bytes ``[pos, size)`` are all zero (unwritten space ahead of a log's end)."""
-    while pos < size:
-        buf = pread_exact(fd, min(len(_ZEROS), size - pos), pos)
-        if buf != _ZEROS[: len(buf)]:
-            return False
-        pos += len(buf)
-    return True
 
 
 def verify_file(path: Path, where: str, *, kind: str, codec: Codec) -> None:
@@ -91,23 +66,23 @@ def verify_file(path: Path, where: str, *, kind: str, codec: Codec) -> None:
 
     :raises CorruptionError: naming the file and the offset.
     """
-    fd = os.open(path, os.O_RDONLY)
     try:
-        size = os.fstat(fd).st_size
-        if kind == "segment":
-            parse_segment(lambda n, off: pread_exact(fd, n, off), size, where, codec)
-            return
-        unpack_header(pread_exact(fd, SEGMENT_HEADER_SIZE, 0), where)
-        if kind == "sealed":
-            return
-        end, error, _ = scan_file(fd, SEGMENT_HEADER_SIZE, size)
-        if end < size and not (kind == "log" and _zero_from(fd, end, size)):
-            raise CorruptionError(f"{error or 'unexpected bytes'} at offset {end}", path=where,
-                                  offset=end)
+        with _mapped(path) as m:
+            size = len(m)
+            if kind == "segment":
+                parse_segment(lambda n, off: m[off : off + n], size, where, codec)
+                return
+            unpack_header(m[:SEGMENT_HEADER_SIZE], where)
+            if kind == "sealed":
+                return
+            end, error, _ = check_frames(m, SEGMENT_HEADER_SIZE, size)
+            if end < size and not (kind == "log" and m[end:] == bytes(size - end)):
+                raise CorruptionError(f"{error or 'unexpected bytes'} at offset {end}",
+                                      path=where, offset=end)
     except OSError as exc:
         raise CorruptionError(f"unreadable: {exc}", path=where) from None
-    finally:
-        os.close(fd)
+    except CorruptionError as exc:
+        raise CorruptionError(exc.reason, path=where, offset=exc.offset) from None
 
 
 def _kind_of(store_kind: str, rel: str, active: str) -> str | None:

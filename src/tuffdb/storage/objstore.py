@@ -25,7 +25,7 @@ import fcntl
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import urlparse
 
 from tuffdb._format.checksum import crc32c, crc32c_extend
@@ -34,7 +34,7 @@ from tuffdb.storage.copy import Throttle, copy_file, file_crc
 from tuffdb.storage.files import fsync_dir, fsync_fd, pread_exact, write_all
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 MULTIPART_THRESHOLD = 64 << 20
 #: Seconds before a silent S3 request counts as failed (env TUFFDB_S3_TIMEOUT_S overrides).
@@ -42,6 +42,7 @@ S3_TIMEOUT_S = 20.0
 PART_SIZE = 16 << 20
 _READ_CHUNK = 4 << 20
 _RANGE_BYTES = 16 << 20
+T = TypeVar("T")
 
 
 class ObjectMissing(NotFoundError):
@@ -184,20 +185,21 @@ class DirStore:
             n = self._tmp
         return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{n}.tmp")
 
-    def _write_temp(self, path: Path, chunks: Any) -> Path:
+    def _write_temp(self, path: Path, fill: Callable[[int], T]) -> tuple[Path, T]:
+        """A new temporary file beside ``path``, written by ``fill(fd)`` and fsynced;
+        returns it and what ``fill`` returned (removed again if anything fails)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._temp(path)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            for chunk in chunks:
-                write_all(fd, chunk)
+            out = fill(fd)
             fsync_fd(fd)
         except BaseException:
             os.close(fd)
             tmp.unlink(missing_ok=True)
             raise
         os.close(fd)
-        return tmp
+        return tmp, out
 
     def _publish(self, tmp: Path, path: Path, *, if_none_match: bool,
                  if_match: str | None) -> None:
@@ -236,7 +238,7 @@ class DirStore:
     def put(self, key: str, data: bytes, *, if_none_match: bool = False,
             if_match: str | None = None) -> str:
         path = self._path(key)
-        tmp = self._write_temp(path, [data])
+        tmp, _ = self._write_temp(path, lambda fd: write_all(fd, data))
         self._publish(tmp, path, if_none_match=if_none_match, if_match=if_match)
         return etag_of(data)
 
@@ -244,9 +246,9 @@ class DirStore:
                  if_none_match: bool = False, crc: bool = True,
                  throttle: Throttle | None = None) -> tuple[int, int]:
         dst = self._path(key)
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._temp(dst)
         if link and size is None:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._temp(dst)
             try:
                 os.link(path, tmp)
             except OSError:
@@ -255,17 +257,10 @@ class DirStore:
                 got = file_crc(Path(path)) if crc else (0, os.stat(tmp).st_size)
                 self._publish(tmp, dst, if_none_match=if_none_match, if_match=None)
                 return got
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            value, got = copy_file(Path(path), fd, size, crc=crc, throttle=throttle)
-            fsync_fd(fd)
-        except BaseException:
-            os.close(fd)
-            tmp.unlink(missing_ok=True)
-            raise
-        os.close(fd)
+        tmp, got = self._write_temp(dst, lambda fd: copy_file(Path(path), fd, size, crc=crc,
+                                                             throttle=throttle))
         self._publish(tmp, dst, if_none_match=if_none_match, if_match=None)
-        return value, got
+        return got
 
     def get(self, key: str) -> tuple[bytes, str]:
         try:
