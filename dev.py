@@ -12,10 +12,14 @@ the compiled build, ``test`` runs the suite twice, pure Python first, then compi
 ``test`` also installs the Debian packages the suite needs beside Python (redis-server and
 redis-tools, which it compares against; etcd-server and etcd-client, the coordination
 store the cluster tests start privately; iptables, with which the cluster fault tests cut
-links inside network namespaces of their own) when run as root with apt available, and carries on
-without them otherwise (the tests that need them then say why they did not run). The
-services these packages start on install (redis on 6379, etcd on 2379) are stopped: the
-tests start their own on free ports.
+links inside network namespaces of their own; fuse3 for the power-loss tests;
+build-essential and python3-dev where the C compiler or Python's headers are missing) when
+run as root with apt available. The services these packages start on install (redis on
+6379, etcd on 2379) are stopped: the tests start their own on free ports. Outside CI it
+carries on without what it could not install (the tests that need it are skipped and say
+why). Under ``CI=true`` nothing is skipped: a package, compiler or header still missing
+fails the command with a line naming it, and so does any test that would have been
+skipped (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -37,9 +41,11 @@ DEBIAN_TEST_PACKAGES = {
     "etcd-server": "etcd",
     "etcd-client": "etcdctl",
     "iptables": "iptables",
+    "fuse3": "fusermount3",
 }
 # The services those packages start on install (stopped again: tests start their own).
 DEBIAN_SERVICES = ("redis-server", "etcd")
+CI = os.environ.get("CI", "").lower() in {"true", "1"}
 
 
 def _run(*cmd: str | Path, check: bool = True) -> int:
@@ -61,18 +67,49 @@ def _ensure_venv(extras: str) -> None:
     stamp.write_text(digest)
 
 
-def _ensure_debian_packages() -> None:
-    missing = [pkg for pkg, program in DEBIAN_TEST_PACKAGES.items() if not shutil.which(program)]
-    if not missing or os.geteuid() != 0 or not shutil.which("apt-get"):
-        return
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    cmds = (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *missing])
-    for cmd in cmds:
-        if subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL).returncode:
-            print(f"dev.py: '{' '.join(cmd)}' failed; tests that need {missing} will say so")
-            return
-    for service in DEBIAN_SERVICES:
-        subprocess.run(["service", service, "stop"], check=False, capture_output=True)
+def _python_headers() -> Path:
+    include = subprocess.run(
+        [str(PY), "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"],
+        capture_output=True, text=True, check=False).stdout.strip()
+    return Path(include) / "Python.h"
+
+
+def _missing() -> list[tuple[str | None, str]]:
+    """What the tests need and is not here: (the Debian package that brings it, or None
+    where apt cannot help, what is missing)."""
+    out: list[tuple[str | None, str]] = [
+        (p, f"{cmd} (Debian package {p})") for p, cmd in DEBIAN_TEST_PACKAGES.items()
+        if not shutil.which(cmd)]
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        out.append(("build-essential", "a C compiler (Debian package build-essential)"))
+    headers = _python_headers()
+    if not headers.exists():
+        # Debian's python3-dev serves Debian's interpreter only (pyenv and the like ship
+        # their headers with the interpreter)
+        debian = Path(sys.base_prefix) == Path("/usr")
+        out.append(("python3-dev" if debian else None,
+                    f"Python's headers {headers} (Debian package python3-dev for /usr/bin/python3)"))
+    return out
+
+
+def _ensure_debian_packages() -> tuple[list[str], str]:
+    """Install what the tests need when root with apt; return what is still missing, and
+    what was tried."""
+    wanted = [p for p, _ in _missing() if p is not None]
+    if not wanted:
+        tried = "apt cannot provide it"
+    elif os.geteuid() != 0 or not shutil.which("apt-get"):
+        tried = "not root with apt-get, so dev.py could not install it"
+    else:
+        tried = f"after apt-get install {' '.join(wanted)}"
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *wanted]):
+            if subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL).returncode:
+                print(f"dev.py: '{' '.join(cmd)}' failed")
+                break
+        for service in DEBIAN_SERVICES:
+            subprocess.run(["service", service, "stop"], check=False, capture_output=True)
+    return [what for _, what in _missing()], tried
 
 
 def _native_build() -> bool | None:
@@ -82,11 +119,8 @@ def _native_build() -> bool | None:
     if not (shutil.which("cc") or shutil.which("gcc")):
         print("dev.py: no C compiler found: running the pure-Python package only")
         return None
-    include = subprocess.run(
-        [str(PY), "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"],
-        capture_output=True, text=True, check=False).stdout.strip()
-    if not (Path(include) / "Python.h").exists():
-        print(f"dev.py: no Python headers ({include}/Python.h; e.g. Debian's python3-dev):"
+    if not _python_headers().exists():
+        print(f"dev.py: no Python headers ({_python_headers()}; e.g. Debian's python3-dev):"
               " running the pure-Python package only")
         return None
     return _run(VENV / "bin" / "tuffdb", "native", "build", check=False) == 0
@@ -111,7 +145,15 @@ def main() -> int:
         args = rest if any(a.startswith("--data-dir") for a in rest) else ["--data-dir", "tuffdb-data", *rest]
         os.execv(str(VENV / "bin" / "tuffdb"), ["tuffdb", "serve", *args])
     _ensure_venv("test")
-    _ensure_debian_packages()
+    missing, tried = _ensure_debian_packages()
+    if missing and CI:
+        # CI runs what it is meant to run: a comparison or the compiled pass that cannot
+        # run is a failure, not a quiet skip.
+        for what in missing:
+            print(f"dev.py: CI=true and {what} is missing ({tried}): failing")
+        return 1
+    for what in missing:
+        print(f"dev.py: {what} is missing: carrying on without it (CI=true fails instead)")
     built = _native_build()
     if built is False:  # a compiler is here and the source no longer compiles: a failure
         print("dev.py: the compiled build failed (tuffdb native build -v shows why)")

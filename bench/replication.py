@@ -40,7 +40,6 @@ import argparse
 import csv
 import io
 import json
-import os
 import random
 import shutil
 import statistics
@@ -226,6 +225,11 @@ def lag_probe(leader: ServerNode, follower: ServerNode, stop: threading.Event) -
     return samples
 
 
+def _probe_into(samples: list[float], leader: ServerNode, follower: ServerNode,
+                stop: threading.Event) -> None:
+    samples.extend(lag_probe(leader, follower, stop))
+
+
 def failovers(root: Path, count: int) -> dict[str, Any]:
     dep = Deployment("sync1", root)
     times: list[float] = []
@@ -295,8 +299,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     probe = None
                     if config == "sync0":
                         follower = next(n for n in dep.nodes if n is not leader)
-                        probe = threading.Thread(
-                            target=lambda: samples.extend(lag_probe(leader, follower, stop)))
+                        probe = threading.Thread(target=_probe_into,
+                                                 args=(samples, leader, follower, stop))
                         probe.start()
                     cells = {"resp": resp_load(leader, args.requests)}
                     if probe is not None:

@@ -2,7 +2,7 @@
 
 Every line has ``ts`` (UTC, ISO 8601, milliseconds), ``level`` and ``event`` first,
 then the event's fields. ``event`` is a short stable phrase ("listening", "ready",
-"face not available"); the fields carry the variable parts, so tools can filter on
+"face stopped"); the fields carry the variable parts, so tools can filter on
 ``event`` without parsing prose.
 
 Use it through :func:`get_logger`::

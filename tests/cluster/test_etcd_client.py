@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from itertools import count
 
 import pytest
-from cluster_faults import wait_until
 
 from tuffdb.cluster.etcd import Compare, EtcdClient, Op, PutResult, RangeResult, Watch, prefix_end
 from tuffdb.errors import (
@@ -25,6 +24,7 @@ from tuffdb.errors import (
     OperationalError,
     ProgrammingError,
 )
+from tuffdb.testing.cluster import until
 from tuffdb.testing.etcd import EtcdCluster, free_port
 
 _names = count()
@@ -174,7 +174,7 @@ def test_lease_that_is_not_renewed_expires_and_takes_its_key(client: EtcdClient,
     assert kv is not None and kv.lease == lease
     status = client.lease_ttl(lease, keys=True)
     assert status.granted_ttl == 1 and status.keys == ((ns + "owned").encode(),)
-    wait_until(lambda: client.get(ns + "owned").first is None, what="the leased key to go")
+    until("the leased key to go", lambda: client.get(ns + "owned").first is None)
     assert client.lease_ttl(lease).ttl == -1
     with pytest.raises(LeaseExpired):
         client.lease_keepalive(lease)
@@ -321,5 +321,6 @@ def test_three_members_survive_one_killed(etcd_factory: Callable[..., EtcdCluste
         first.restart()
         first.wait_ready()
         with EtcdClient([first.url], timeout=5.0) as direct:
-            wait_until(lambda: (kv := direct.get("/three", serializable=True).first)
-                       is not None and kv.value == b"3", what="the restarted member catching up")
+            until("the restarted member catching up",
+                  lambda: (kv := direct.get("/three", serializable=True).first) is not None
+                  and kv.value == b"3")

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ekodb_harness import Client, EkoServer
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import AsyncIterator, Awaitable, Iterator
 
 WAIT = 30  # seconds before a stuck test fails instead of hanging (not a timing assertion)
 
@@ -199,6 +199,20 @@ def test_ws_subscribers_get_exactly_the_committed_mutations_in_order(
     asyncio.run(run())
 
 
+async def sse_block(lines: AsyncIterator[str]) -> tuple[str, Any]:
+    """The next SSE block of a stream as (event, decoded data); a stream that ends first
+    fails the test."""
+    event = data = None
+    async for line in lines:
+        if line.startswith("event: "):
+            event = line[7:]
+        elif line.startswith("data: "):
+            data = json.loads(line[6:])
+        elif line == "" and event is not None:
+            return event, data
+    raise AssertionError("the stream ended")
+
+
 def test_sse_streams_mutation_blocks_with_filters(server: EkoServer, client: Client) -> None:
     c = "sse_watch"
 
@@ -215,18 +229,10 @@ def test_sse_streams_mutation_blocks_with_filters(server: EkoServer, client: Cli
             assert stream.headers["content-type"] == "text/event-stream"
             lines = stream.aiter_lines()
 
-            async def block() -> tuple[str, Any]:
-                event = data = None
-                async for line in lines:
-                    if line.startswith("event: "):
-                        event = line[7:]
-                    elif line.startswith("data: "):
-                        data = json.loads(line[6:])
-                    elif line == "" and event is not None:
-                        return event, data
-                raise AssertionError("stream ended")
+            def block() -> Awaitable[tuple[str, Any]]:
+                return asyncio.wait_for(sse_block(lines), WAIT)
 
-            kind, sub = await asyncio.wait_for(block(), WAIT)
+            kind, sub = await block()
             assert kind == "subscribed"
             assert sub["subscription_id"].startswith("sub_")
             async with httpx.AsyncClient(base_url=server.base, headers=client.auth) as writer:
@@ -234,7 +240,7 @@ def test_sse_streams_mutation_blocks_with_filters(server: EkoServer, client: Cli
                 await writer.post(f"/api/insert/{c}", json={"id": "y", "status": "active"})
                 await writer.put(f"/api/update/{c}/x", json={"status": "active"})
                 await writer.delete(f"/api/delete/{c}/y")
-            got = [await asyncio.wait_for(block(), WAIT) for _ in range(3)]
+            got = [await block() for _ in range(3)]
             assert [(k, d["event"], d["record_ids"]) for k, d in got] == [
                 ("mutation", "insert", ["y"]),
                 ("mutation", "update", ["x"]),
@@ -296,20 +302,14 @@ def test_schema_changes_are_pushed_to_ws_and_sse(server: EkoServer, client: Clie
             http.stream("GET", f"/api/subscribe/{c}") as stream,
         ):
             lines = stream.aiter_lines()
-            async for line in lines:
-                if line == "event: subscribed":
-                    break
+            assert (await asyncio.wait_for(sse_block(lines), WAIT))[0] == "subscribed"
             schema = {"fields": {"name": {"field_type": "String"}}}
             assert (await http.post(f"/api/collections/{c}", json=schema)).status_code == 200
             reply = await ws.recv()
             assert reply["type"] == "SchemaChanged"
-            assert reply["payload"] == {"collection": c, "version": 1, "primary_key_alias": "id"}
-            async for line in lines:
-                if line.startswith("event: "):
-                    assert line == "event: schema_changed"
-                    data = json.loads((await anext(lines))[6:])
-                    assert data == {"collection": c, "version": 1, "primary_key_alias": "id"}
-                    break
+            changed = {"collection": c, "version": 1, "primary_key_alias": "id"}
+            assert reply["payload"] == changed
+            assert await asyncio.wait_for(sse_block(lines), WAIT) == ("schema_changed", changed)
         await ws.conn.close()
 
     asyncio.run(run())

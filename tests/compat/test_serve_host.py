@@ -4,7 +4,7 @@ Synchronisation is by the server's own JSON log lines on stderr (``ready``,
 ``stopped``), never by sleeping. Face lifecycle tests swap stand-in face modules
 into ``tuffdb.server.app.FACE_MODULES`` through a two-line launcher, so the host's
 ordering and error handling are checked without depending on the real faces; one
-test also runs the real faces, whichever exist, on free ports.
+test also runs the three real faces on free ports and requires each of them to start.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
+import redis
+
+from tuffdb.kv.store import KVStore
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -237,26 +240,24 @@ def test_port_zero_disables_a_face(start: Any) -> None:
     assert [line["face"] for line in server.events("fake started")] == ["resp"]
 
 
-def test_face_module_that_does_not_exist_logs_face_not_available(start: Any) -> None:
-    admin = free_port()
-    server = start("--admin-port", str(admin), "--resp-port", str(free_port()),
+def test_enabled_face_whose_module_does_not_exist_is_fatal(start: Any) -> None:
+    """Every face exists: one that cannot be imported is a broken build, never skipped
+    (a face is left out by setting its port to 0)."""
+    server = start("--admin-port", str(free_port()), "--resp-port", str(free_port()),
                    "--grpc-port", str(free_port()), "--http-port", "0",
-                   fakes={"resp": "missing", "grpc": "ok"})
-    assert server.wait_for("ready")["faces"] == ["grpc"]
-    (warning,) = server.events("face not available")
-    assert (warning["level"], warning["face"]) == ("warning", "resp")
-    health = httpx.get(f"http://127.0.0.1:{admin}/health", timeout=WAIT_S).json()
-    assert (health["status"], health["unavailable"]) == ("ok", ["resp"])
-    server.proc.send_signal(signal.SIGTERM)
-    assert server.finish() == 0
+                   fakes={"resp": "ok", "grpc": "missing"})
+    assert server.finish() == 1
+    (failed,) = server.events("startup failed")
+    assert failed["error"].startswith("face grpc: importing tuffdb_no_such_face_grpc failed")
+    assert [line["face"] for line in server.events("fake stopped")] == ["resp"]
+    assert server.events("ready") == []
 
 
-def test_import_error_inside_a_face_is_fatal_not_unavailable(start: Any) -> None:
+def test_import_error_inside_a_face_is_fatal(start: Any) -> None:
     broken = "import tuffdb_missing_dependency_xyz\n"
     server = start("--admin-port", str(free_port()), "--resp-port", str(free_port()),
                    "--grpc-port", "0", "--http-port", "0", fakes={"resp": broken})
     assert server.finish() == 1
-    assert server.events("face not available") == []
     (failed,) = server.events("startup failed")
     assert "tuffdb_missing_dependency_xyz" in failed["error"]
 
@@ -297,17 +298,19 @@ def test_second_signal_exits_immediately(start: Any) -> None:
     assert server.events("stopped") == []
 
 
-def test_real_faces_whichever_exist_start_and_stop_cleanly(start: Any) -> None:
-    """Integration with the real face modules on free ports (missing ones are skipped)."""
+def test_real_faces_all_start_report_ok_and_stop_cleanly(start: Any) -> None:
+    """Integration with the three real face modules on free ports: each must start."""
     admin = free_port()
     server = start("--admin-port", str(admin), "--resp-port", str(free_port()),
                    "--grpc-port", str(free_port()), "--http-port", str(free_port()))
-    ready = server.wait_for("ready")
-    health = httpx.get(f"http://127.0.0.1:{admin}/health", timeout=WAIT_S).json()
-    assert sorted(health["faces"]) == sorted(ready["faces"])
+    assert server.wait_for("ready")["faces"] == ["resp", "grpc", "http"]
+    health = httpx.get(f"http://127.0.0.1:{admin}/health", timeout=WAIT_S)
+    assert health.status_code == 200
+    assert {name: face["status"] for name, face in health.json()["faces"].items()} == {
+        "resp": "ok", "grpc": "ok", "http": "ok"}
     server.proc.send_signal(signal.SIGTERM)
     assert server.finish() == 0, server.lines
-    assert [line["face"] for line in server.events("face stopped")] == ready["faces"][::-1]
+    assert [line["face"] for line in server.events("face stopped")] == ["http", "grpc", "resp"]
 
 
 def test_toml_face_table_reaches_the_face_and_flags_still_win(start: Any, tmp_path: Path) -> None:
@@ -340,8 +343,6 @@ def test_sigterm_persists_acknowledged_writes_with_durability_none(
     start: Any, tmp_path: Path
 ) -> None:  # integration: host + RESP face + KV engine
     """With durability=none only close() makes writes durable: SIGTERM must reach it."""
-    redis = pytest.importorskip("redis")
-    kv = pytest.importorskip("tuffdb.kv.store")
     resp = free_port()
     server = start("--admin-port", "0", "--resp-port", str(resp), "--grpc-port", "0",
                    "--http-port", "0", "--durability", "none")
@@ -352,7 +353,7 @@ def test_sigterm_persists_acknowledged_writes_with_durability_none(
     client.close()
     server.proc.send_signal(signal.SIGTERM)
     assert server.finish() == 0, server.lines
-    with kv.KVStore.open(tmp_path / "data" / "kv") as store:
+    with KVStore.open(tmp_path / "data" / "kv") as store:
         assert len(store) == 200
     again = start("--admin-port", "0", "--resp-port", str(resp), "--grpc-port", "0",
                   "--http-port", "0")

@@ -10,10 +10,16 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import pytest
 import umadb
 
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE
+
+if TYPE_CHECKING:
+    from powerfs import Mount
+
 
 WRITERS = 16
 KILL_AFTER_ACKS = 400
@@ -35,9 +41,10 @@ def start(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
     raise RuntimeError(f"server exited with {proc.wait()}")
 
 
-def test_sigkill_during_appends_keeps_every_acknowledged_event(tmp_path: Path) -> None:
-    data_dir = tmp_path / "events"
-    proc, url = start(data_dir)
+def appends_until_killed(proc: subprocess.Popen[str], url: str,
+                         kill_after: int = KILL_AFTER_ACKS) -> dict[int, bytes]:
+    """Append from WRITERS clients, SIGKILL the server once ``kill_after`` events are
+    acknowledged; return every acknowledged position with its data."""
     acked: dict[int, bytes] = {}
     lock = threading.Condition()
     stop = threading.Event()
@@ -62,7 +69,7 @@ def test_sigkill_during_appends_keeps_every_acknowledged_event(tmp_path: Path) -
     for t in threads:
         t.start()
     with lock:
-        assert lock.wait_for(lambda: len(acked) >= KILL_AFTER_ACKS, timeout=120)
+        assert lock.wait_for(lambda: len(acked) >= kill_after, timeout=120)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert proc.stderr is not None
@@ -70,8 +77,11 @@ def test_sigkill_during_appends_keeps_every_acknowledged_event(tmp_path: Path) -
     stop.set()
     for t in threads:
         t.join(60)
-    snapshot = dict(acked)
+    return dict(acked)
 
+
+def check_recovered(data_dir: Path, snapshot: dict[int, bytes]) -> None:
+    """Add a torn tail, restart: every acknowledged event is there, positions gapless."""
     # A torn tail: half a frame of garbage after the last committed batch.
     last_seg = sorted((data_dir / "log").iterdir())[-1]
     assert last_seg.stat().st_size >= SEGMENT_HEADER_SIZE
@@ -85,8 +95,8 @@ def test_sigkill_during_appends_keeps_every_acknowledged_event(tmp_path: Path) -
         positions = [e.position for e in events]
         assert positions == list(range(1, len(positions) + 1))  # gapless from 1
         got = {e.position: e.event.data for e in events}
-        for p, data in snapshot.items():
-            assert got[p] == data, p
+        wrong = [p for p, data in snapshot.items() if got.get(p) != data]
+        assert wrong == [], f"{len(wrong)} acknowledged events lost or changed"
         # The store keeps working after recovery.
         head = c.head() or 0
         assert c.append([umadb.Event(event_type="after", data=b"x")]) == head + 1
@@ -95,3 +105,23 @@ def test_sigkill_during_appends_keeps_every_acknowledged_event(tmp_path: Path) -
         proc.wait(30)
         assert proc.stderr is not None
         proc.stderr.close()
+
+
+def test_sigkill_during_appends_keeps_every_acknowledged_event(tmp_path: Path) -> None:
+    proc, url = start(tmp_path / "events")
+    check_recovered(tmp_path / "events", appends_until_killed(proc, url))
+
+
+@pytest.mark.once
+def test_power_cut_during_appends_keeps_every_acknowledged_event(disk: Mount) -> None:
+    """The same under a power cut: the server writes through powerfs
+    (tests/crash/powerfs.py), whose unsynced pages are lost at the cut, and restarts on
+    what the disk holds.
+
+    Mutation run (2026-12-03): with the writer's fsync of a drained batch removed
+    (``log.sync()`` in events/writer.py ``_commit``) this test fails (an acknowledged
+    position is missing after the restart); the SIGKILL test above still passes."""
+    proc, url = start(disk.mountpoint / "events")
+    snapshot = appends_until_killed(proc, url, kill_after=4 * KILL_AFTER_ACKS)
+    assert disk.crash() > 0
+    check_recovered(disk.backing / "events", snapshot)

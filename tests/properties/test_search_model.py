@@ -97,7 +97,7 @@ class SearchModel(RuleBasedStateMachine):
             assert out["total"] == len(got)
         index = state_for(self.coll).text
         assert index.check() == []
-        assert set(index.docs) == {
+        assert set(index.slot_of) == {
             rid for rid, d in self.model.items() if d.get("title") or d.get("body")
         }
 
@@ -116,9 +116,9 @@ class SearchModel(RuleBasedStateMachine):
         got = [r["record"]["id"] for r in out["results"]]
         want = sorted(dist, key=lambda r: (dist[r], r))[:3]
         assert [round(dist[r], 5) for r in got] == [round(dist[r], 5) for r in want]
-        flat = state_for(self.coll).vector_slot(self.coll, "emb", "euclidean").index
-        assert flat is not None
-        assert set(flat.rows) == set(holders)
+        engine = state_for(self.coll).vector_slot(self.coll, "emb", "euclidean").index
+        assert engine is not None
+        assert set(engine.flat.rows) == set(holders)
 
     def teardown(self) -> None:
         assert self.db.check() == []

@@ -1,7 +1,7 @@
 """The ``tuffdb`` command line: version, usage errors (exit 2), config printing, store commands.
 
 Operators script against exit codes (0 ok, 1 problems, 2 usage), so each is pinned here.
-The store commands run against the real KV engine when it is importable, and their
+The store commands run against the real KV engine and the real event store, and their
 exit-code logic also against a stand-in store so it is covered on its own.
 """
 
@@ -18,6 +18,8 @@ import pytest
 
 import tuffdb.__main__ as cli
 from tuffdb._version import __version__
+from tuffdb.events import Event, EventStore
+from tuffdb.kv.store import KVStore
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -146,14 +148,13 @@ def test_stat_prints_json_and_compact_compacts(
     assert json.loads(capsys.readouterr().out)["path"] == str(tmp_path)
 
 
-# -- against the real KV engine (skipped until tuffdb.kv.store lands) --------------
+# -- against the real KV engine ---------------------------------------------------
 
 
 @pytest.fixture
 def kv_dir(tmp_path: Path) -> Path:
-    kv = pytest.importorskip("tuffdb.kv.store")
     path = tmp_path / "kv"
-    with kv.KVStore.open(path) as store:
+    with KVStore.open(path) as store:
         for i in range(200):
             store.put(b"key%03d" % i, b"value" * i)
         for i in range(0, 200, 2):
@@ -170,15 +171,13 @@ def test_check_stat_compact_on_a_real_kv_store(kv_dir: Path) -> None:
     compact = run_cli("compact", str(kv_dir))
     assert compact.returncode == 0, compact.stderr
     assert json.loads(compact.stdout)["bytes_before"] > 0
-    kv = pytest.importorskip("tuffdb.kv.store")
-    with kv.KVStore.open(kv_dir) as store:
+    with KVStore.open(kv_dir) as store:
         assert store.get(b"key000") == b"new"
         assert store.get(b"key199") == b"value" * 199
 
 
 def test_check_exits_1_on_a_flipped_byte_in_a_kv_data_file(kv_dir: Path) -> None:
-    kv = pytest.importorskip("tuffdb.kv.store")
-    with kv.KVStore.open(kv_dir) as store:
+    with KVStore.open(kv_dir) as store:
         store.compact()  # everything in cold, checksummed segments
     data = max((p for p in kv_dir.iterdir() if p.name != "LOCK"), key=lambda p: p.stat().st_size)
     raw = bytearray(data.read_bytes())
@@ -194,10 +193,9 @@ def test_check_exits_1_on_a_flipped_byte_in_a_kv_data_file(kv_dir: Path) -> None
 
 
 def test_check_stat_compact_dispatch_to_an_event_store(tmp_path: Path) -> None:
-    events = pytest.importorskip("tuffdb.events")
     path = tmp_path / "events"
-    with events.EventStore.open(path) as store:
-        store.append([events.Event("Opened", b"{}", ["account-1"]) for _ in range(5)])
+    with EventStore.open(path) as store:
+        store.append([Event("Opened", b"{}", ["account-1"]) for _ in range(5)])
     assert cli._store_kind(path) == "events"  # noqa: SLF001
     check = run_cli("check", str(path))
     assert (check.returncode, check.stdout.strip()) == (0, f"{path}: ok"), check.stderr

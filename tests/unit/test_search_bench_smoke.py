@@ -14,38 +14,24 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_bench_search_smoke(tmp_path: Path) -> None:
-    cmd = [
-        sys.executable,
-        str(REPO / "bench" / "search.py"),
-        "--docs",
-        "300",
-        "--queries",
-        "20",
-        "--reps",
-        "1",
-        "--dir",
-        str(tmp_path / "data"),
-        "--out",
-        str(tmp_path / "out"),
-    ]
+    cmd = [sys.executable, str(REPO / "bench" / "search.py"), "--docs", "300", "--queries", "20",
+           "--reps", "1", "--data", "clustered", "--dir", str(tmp_path / "data"),
+           "--out", str(tmp_path / "out")]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)  # noqa: S603
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads((tmp_path / "out" / "latest.json").read_text())
-    rep = result["reps"][0]
-    assert rep["docs"] == 300
-    assert rep["text"]["qps"] > 0
-    assert rep["vector_hnsw_sweep"][0]["ef_search"] == 16
-    plot = [
-        sys.executable,
-        str(REPO / "bench" / "search.py"),
-        "plot",
-        str(tmp_path / "out" / "latest.json"),
-        "--out",
-        str(tmp_path / "plots"),
-    ]
+    kind = result["kinds"][0]
+    assert kind["docs"] == 300
+    assert kind["text"]["tuffdb"]["qps"]["median"] > 0
+    assert kind["vector"]["tuffdb_default"]["recall"] == 1.0  # 300 vectors: searched exactly
+    assert kind["server"]["vector"]["recall"] == 1.0
+    (tmp_path / "out" / "results.md").unlink()
+    plot = [sys.executable, str(REPO / "bench" / "search.py"), "plot",
+            str(tmp_path / "out" / "latest.json")]
     done = subprocess.run(plot, capture_output=True, text=True, timeout=300, check=False)  # noqa: S603
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "| 0 | 300 |" in (tmp_path / "plots" / "results.md").read_text()
+    assert "| clustered | 300 |" in (tmp_path / "out" / "results.md").read_text()
+    assert (tmp_path / "out" / "search.png").stat().st_size > 0
 
 
 def test_bench_ycsb_smoke(tmp_path: Path) -> None:

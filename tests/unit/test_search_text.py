@@ -4,6 +4,8 @@ and index upkeep across updates, deletes, transactions and reopen."""
 
 from __future__ import annotations
 
+import math
+import random
 from typing import TYPE_CHECKING
 
 import pytest
@@ -185,3 +187,64 @@ def test_schema_text_index_limits_fields_and_language(tmp_path: Path) -> None:
         notes.insert({"id": "n1", "title": "alpha", "tag": "beta"})
         assert ids(notes.search("alpha")) == ["n1"]
         assert ids(notes.search("beta")) == []  # tag has no text index
+
+
+def reference_bm25(corpus: dict[str, str], query: str, k1: float = 1.2, b: float = 0.75) -> dict[str, float]:
+    """Textbook BM25 over one field (Lucene's idf), written independently of the engine;
+    the tokenizer is the engine's (analyzer.terms)."""
+    docs = {rid: terms(text) for rid, text in corpus.items()}
+    avg = sum(map(len, docs.values())) / len(docs)
+    scores: dict[str, float] = {}
+    for q in dict.fromkeys(terms(query)):
+        holders = {rid: toks.count(q) for rid, toks in docs.items() if q in toks}
+        idf = math.log(1 + (len(docs) - len(holders) + 0.5) / (len(holders) + 0.5))
+        for rid, tf in holders.items():
+            norm = k1 * (1 - b + b * len(docs[rid]) / avg)
+            scores[rid] = scores.get(rid, 0.0) + idf * tf * (k1 + 1) / (tf + norm)
+    return scores
+
+
+def test_top_10_agrees_with_a_reference_bm25_on_a_fixed_corpus(db: Database) -> None:
+    rng = random.Random(2024)
+    vocab = [f"w{i}" for i in range(400)]
+    weights = [1 / (i + 1) for i in range(len(vocab))]
+    corpus = {f"d{i:04d}": " ".join(rng.choices(vocab, weights, k=rng.randint(5, 60)))
+              for i in range(3000)}
+    docs = db.collection("bm")
+    docs.insert_many([{"id": rid, "body": text} for rid, text in corpus.items()])
+    docs.delete("d0001")  # a dead slot must not disturb the statistics
+    del corpus["d0001"]
+    agreements = []
+    for _ in range(40):
+        query = " ".join(rng.choices(vocab, weights, k=rng.randint(2, 3)))
+        ref = reference_bm25(corpus, query)
+        want = sorted(ref, key=lambda r: (-ref[r], r))[:10]
+        got = [r["record"]["id"] for r in docs.search(query, limit=10)["results"]]
+        agreements.append(len(set(want) & set(got)))
+    assert min(agreements) >= 9, agreements
+
+
+def test_dead_slots_are_compacted_and_searches_stay_exact(db: Database,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from tuffdb.documents.fulltext import postings  # noqa: PLC0415 - the knob under test
+
+    monkeypatch.setattr(postings, "COMPACT_MIN_DEAD", 8)
+    docs = db.collection("churn")
+    words = ["red", "green", "blue", "cyan"]
+    model = {f"r{i}": words[i % 4] + " " + words[(i + 1) % 4] for i in range(40)}
+    docs.insert_many([{"id": rid, "body": text} for rid, text in model.items()])
+    docs.search("red")
+    index = state_for(docs).text
+    for round_ in range(3):  # every record updated: 120 dead slots over 40 live ones
+        for i, rid in enumerate(sorted(model)):
+            model[rid] = words[(i + round_) % 4] + " " + words[(i * 3 + round_) % 4]
+        for rid, text in model.items():
+            docs.update(rid, {"body": text})
+    for rid in sorted(model)[:10]:
+        docs.delete(rid)
+        del model[rid]
+    assert index.check() == []
+    assert index.capacity < 2 * len(model) + 8  # renumbered, not grown by every update
+    for word in words:
+        got = {r["record"]["id"] for r in docs.search(word, limit=100)["results"]}
+        assert got == {rid for rid, text in model.items() if word in text.split()}

@@ -214,6 +214,9 @@ class ReplicationClient:
             except (OSError, ConnectionError, ProtocolError) as exc:
                 if not self._stop.is_set():
                     log.info("replication link down", address=self.address, reason=str(exc))
+            except Exception as exc:  # noqa: BLE001 - a bug: say so, keep following
+                log.exception("replication follower error", address=self.address,
+                              error=repr(exc))
             finally:
                 self.connected = False
                 self._save()
@@ -312,5 +315,7 @@ class ReplicationClient:
 
 
 def _pending(sock: socket.socket) -> bool:
-    readable, _, _ = select.select([sock], [], [], 0)
-    return bool(readable)
+    """Whether more bytes already wait on ``sock`` (poll: any file descriptor number)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))

@@ -178,7 +178,6 @@ class ReplicationServer:
             follower.acked = start  # what it holds durably now
             follower.connected = True
             follower.address = peer
-            follower.behind_since = None if start >= seq.last_lsn else time.monotonic()
             seq._cv.notify_all()  # noqa: SLF001
         log.info("follower connected", follower=node, mode=mode, from_lsn=start, peer=peer)
         threading.Thread(target=self._acks, args=(conn, follower), name="tuffdb-repl-acks",

@@ -90,6 +90,7 @@ class Attached:
     store: Any
     applier: Applier
     on_promote: Callable[[], None] | None = None
+    asynchronous: bool = False  # its confirm hook takes a callback (the event store's)
 
 
 class Node:
@@ -200,9 +201,11 @@ class Node:
         return self.role == "leader" and self.lease.valid()
 
     def leader_address(self, face: str) -> str | None:
-        """``host:port`` of the leader's ``face`` (resp, grpc, http), when one is known."""
+        """``host:port`` of the leader's ``face`` (resp, grpc, http), when another node is
+        known to lead (never this one: a node that lost its lease must not forward to
+        itself)."""
         leader = self.leader
-        if leader is None:
+        if leader is None or leader.get("node") == self.node_id:
             return None
         port = leader.get("ports", {}).get(face)
         return f"{leader.get('advertise')}:{port}" if port else None
@@ -489,7 +492,8 @@ class Node:
         seq.adopt(rounds)
         self.sequencer = seq
         for s in self.stores.values():
-            s.store.set_replication_hooks(seq.tap(s.name), seq.confirm(s.name))
+            confirm = seq.confirm_later(s.name) if s.asynchronous else seq.confirm(s.name)
+            s.store.set_replication_hooks(seq.tap(s.name), confirm)
         self.server = ReplicationServer(
             host=self.config.host, port=self.config.replication_port, cluster=self.cluster,
             node=self.node_id, sequencer=seq, history=lambda: self.state.history,

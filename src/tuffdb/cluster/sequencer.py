@@ -50,7 +50,6 @@ class FollowerState:
     connected: bool = False
     ack_time: float = 0.0  # monotonic time of its last acknowledgement
     address: str = ""
-    behind_since: float | None = None  # monotonic; None while caught up
 
 
 class Lease:
@@ -88,6 +87,9 @@ class Sequencer:
     counted: frozenset[str] = frozenset()  # the published sync set: whose acks count
     confirmed: int = 0  # highest LSN acknowledged to writers
     closed: bool = False
+    _pending: deque[tuple[int, float, Callable[[BaseException | None], None]]] = field(
+        default_factory=deque)
+    _confirmer: threading.Thread | None = None
 
     # -- the commit path -------------------------------------------------------------------
     def tap(self, store: str) -> Callable[[list[Part]], None]:
@@ -127,25 +129,70 @@ class Sequencer:
 
         return confirm
 
+    def confirm_later(self, store: str) -> Callable[[Callable[[BaseException | None], None]], None]:
+        """The asynchronous ``confirm`` for store ``store`` (the event writer's): it
+        registers a callback for the round just tapped and returns at once, so the store
+        can write its next round while this one waits for followers. Callbacks run in LSN
+        order on one confirmer thread, with None or the reason the round is refused."""
+
+        def later(callback: Callable[[BaseException | None], None]) -> None:
+            with self._cv:
+                lsn = self._store_lsn.get(store, 0)
+                self._pending.append((lsn, time.monotonic() + self.timeout_s, callback))
+                if self._confirmer is None:
+                    self._confirmer = threading.Thread(target=self._confirm_loop, daemon=True,
+                                                       name="tuffdb-confirm")
+                    self._confirmer.start()
+                self._cv.notify_all()
+
+        return later
+
+    def _confirm_loop(self) -> None:
+        while True:
+            with self._cv:
+                while True:
+                    if not self._pending:
+                        if self.closed:
+                            return
+                        self._cv.wait()
+                        continue
+                    lsn, deadline, callback = self._pending[0]
+                    try:
+                        done = self._settled(lsn, deadline)
+                    except (NotEnoughReplicasError, NotLeaderError) as exc:
+                        outcome: BaseException | None = exc
+                        break
+                    if done:
+                        outcome = None
+                        break
+                    self._cv.wait(max(0.001, min(deadline - time.monotonic(),
+                                                 self.lease.deadline - time.monotonic())))
+                self._pending.popleft()
+            callback(outcome)
+
+    def _settled(self, lsn: int, deadline: float) -> bool:
+        """Under the lock: True once round ``lsn`` may be acknowledged; raises when it
+        may not (the lease lapsed, or the deadline passed without enough followers)."""
+        if self.closed or not self.lease.valid():
+            raise NotLeaderError("this node is no longer the cluster leader (its lease "
+                                 "lapsed or it stepped down): the write is not "
+                                 "acknowledged; retry against the new leader")
+        need = self.required()
+        if need <= 0 or self._acks_at(lsn) >= need:
+            self.confirmed = max(self.confirmed, lsn)
+            return True
+        if time.monotonic() >= deadline:
+            raise NotEnoughReplicasError(
+                f"Not enough good replicas to write: {self._acks_at(lsn)} of the "
+                f"{need} required followers confirmed LSN {lsn} within {self.timeout_s:g} s")
+        return False
+
     def wait_confirmed(self, lsn: int) -> None:
         deadline = time.monotonic() + self.timeout_s
         with self._cv:
-            while True:
-                if self.closed or not self.lease.valid():
-                    raise NotLeaderError("this node is no longer the cluster leader (its lease "
-                                         "lapsed or it stepped down): the write is not "
-                                         "acknowledged; retry against the new leader")
-                need = self.required()
-                if need <= 0 or self._acks_at(lsn) >= need:
-                    self.confirmed = max(self.confirmed, lsn)
-                    return
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise NotEnoughReplicasError(
-                        f"Not enough good replicas to write: {self._acks_at(lsn)} of the "
-                        f"{need} required followers confirmed LSN {lsn} within "
-                        f"{self.timeout_s:g} s")
-                self._cv.wait(min(left, max(0.0, self.lease.deadline - time.monotonic())))
+            while not self._settled(lsn, deadline):
+                self._cv.wait(max(0.001, min(deadline - time.monotonic(),
+                                             self.lease.deadline - time.monotonic())))
 
     def _acks_at(self, lsn: int) -> int:
         return sum(1 for node in self.counted
@@ -158,8 +205,6 @@ class Sequencer:
             if f is not None and lsn > f.acked:
                 f.acked = lsn
                 f.ack_time = time.monotonic()
-                if lsn >= self.last_lsn:
-                    f.behind_since = None
                 self._cv.notify_all()
 
     def rounds_after(self, lsn: int, timeout: float | None) -> list[Round] | None:

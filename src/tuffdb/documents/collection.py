@@ -376,6 +376,16 @@ class Collection(CollectionMeta):
 
         return search(self, query, **options)
 
+    def search_stats(self, *, settle: float | None = None) -> dict[str, Any]:
+        """The search indexes of this collection: sizes, graphs, recall calibration.
+
+        ``settle``: first wait up to that many seconds for the graphs to take in every
+        vector and finish their calibration.
+        """
+        from tuffdb.documents.search import stats  # noqa: PLC0415 - numpy on demand
+
+        return stats(self, settle=settle)
+
     def watch(self, filter: Any = None, **options: Any) -> Any:  # noqa: A002
         """Mutation events of this collection: see :mod:`tuffdb.documents.watch`."""
         from tuffdb.documents.watch import watch  # noqa: PLC0415

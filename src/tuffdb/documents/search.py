@@ -82,7 +82,7 @@ def search(coll: Collection, query: str = "", **options: Any) -> dict[str, Any]:
              "weights", "enable_stemming", "boost_exact", "limit", "select_fields",
              "exclude_fields", "filters", "vector", "vector_field", "vector_metric", "vector_k",
              "vector_threshold", "ef_search", "text_weight", "vector_weight", "bypass_ripple",
-             "bypass_cache"}
+             "bypass_cache", "vector_recall", "explain"}
     unknown = set(o) - known
     if unknown:
         raise ProtocolError(f"unknown search options {sorted(unknown)}")
@@ -102,9 +102,10 @@ def search(coll: Collection, query: str = "", **options: Any) -> dict[str, Any]:
     if o.get("filters"):
         allowed = {r["id"] for r in coll.matches(o["filters"])[0]}
     boost = bool(o.get("boost_exact")) and bool(query.strip())
+    explain: dict[str, Any] | None = {} if o.get("explain") else None
     with coll.db.lock:  # index structures change under writers; scoring is in-memory
         state = state_for(coll)
-        top, total = _rank(coll, state, query, vector, tq, o, allowed, limit, boost)
+        top, total = _rank(coll, state, query, vector, tq, o, allowed, limit, boost, explain)
     records: dict[str, dict[str, Any]] = {}
     if boost:
         boosted = []
@@ -128,12 +129,32 @@ def search(coll: Collection, query: str = "", **options: Any) -> dict[str, Any]:
         results.append({"record": project(rec, select, exclude), "score": score,
                         "matched_fields": sorted(fields)})
     elapsed = int((time.perf_counter() - started) * 1000)
-    return {"results": results, "total": total, "execution_time_ms": elapsed}
+    out = {"results": results, "total": total, "execution_time_ms": elapsed}
+    if explain is not None:
+        out["explain"] = {"vector": explain or None, "text": bool(query.strip()),
+                          "filtered": allowed is not None}
+    return out
+
+
+def stats(coll: Collection, *, settle: float | None = None) -> dict[str, Any]:
+    """``collection.search_stats()``: the text index's size and each vector index's state."""
+    state = state_for(coll)
+    engines = [(f, m, slot.index) for (f, m), slot in state.vectors.items()]
+    if settle is not None:
+        for _, _, engine in engines:
+            if engine is not None:
+                engine.settle(settle)
+    text = state.text
+    return {"text": {"records": len(text), "terms": len(text.vocabulary),
+                     "fields": {f: text.doc_count(f) for f in text.field_names()}},
+            "vectors": [{"field": f, "metric": m, **(e.stats() if e is not None else {})}
+                        for f, m, e in engines]}
 
 
 def _rank(coll: Collection, state: SearchState, query: str, vector: Any, tq: TextQuery,  # noqa: C901, PLR0912, PLR0913, PLR0915, PLR0917 - one pass over the request's options
           o: dict[str, Any], allowed: set[str] | None, limit: int,
-          everything: bool) -> tuple[list[tuple[float, str, set[str]]], int]:
+          everything: bool, explain: dict[str, Any] | None,
+          ) -> tuple[list[tuple[float, str, set[str]]], int]:
     """The best ``(score, id, matched fields)`` (all of them if ``everything``) and the
     number of matches; runs under the database lock (slots are only stable there).
     """
@@ -155,7 +176,8 @@ def _rank(coll: Collection, state: SearchState, query: str, vector: Any, tq: Tex
         if slot.index is not None:
             ef = o.get("ef_search")
             vec_hits = dict(slot.index.search(vector, int(o.get("vector_k", DEFAULT_VECTOR_K)),
-                                              allowed=allowed, ef_search=int(ef) if ef else None))
+                                              allowed=allowed, ef_search=int(ef) if ef else None,
+                                              recall=o.get("vector_recall"), explain=explain))
         threshold = o.get("vector_threshold")
         if threshold is not None:
             vec_hits = {r: v for r, v in vec_hits.items() if v >= float(threshold)}

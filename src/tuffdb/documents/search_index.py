@@ -2,15 +2,17 @@
 
 State is built on first use after open by one prefix scan of the collection (under the
 database lock, so no write slips between the scan and the first maintained write) and
-then maintained by :class:`SearchListener` on every commit (see listeners.py). Nothing
-is persisted: after a crash or restart the indexes are rebuilt from the records, so
-they can never be stale. A schema change (new text or vector index definitions) drops
+then maintained by :class:`SearchListener`, one batch per commit (see listeners.py).
+Nothing is persisted: after a crash or restart the indexes are rebuilt from the records,
+so they can never be stale (an hnsw graph is rebuilt behind by its builder thread while
+searches run exactly: vector/engine.py). A schema change (new text or vector index definitions) drops
 the state; the next search rebuilds it.
 
 Which text is indexed: the fields whose schema index is ``{"type": "text"}`` (each in
 its ``language``); with no such field, every string field (top-level, in lists and in
 nested maps as dotted paths) in English. Vector indexes: one per schema field with
-``{"type": "vector", ...}`` (its algorithm, metric, m, ef_construction, dimension),
+``{"type": "vector", ...}`` (its algorithm, metric, m, ef_construction, ef_search,
+dimension, and tuffdb's ``recall`` and ``full_scan_threshold_kb``; vector/engine.py),
 plus a flat index built on demand the first time a request searches another
 ``(field, metric)`` pair. Only schema vector indexes refuse writes of the wrong
 dimension; an on-demand index skips such records.
@@ -23,16 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 from tuffdb.documents.fulltext.postings import TextIndex
 from tuffdb.documents.listeners import SearchHook
-from tuffdb.documents.vector import as_vector, check_metric, is_vector
-from tuffdb.documents.vector.flat import FlatIndex
-from tuffdb.documents.vector.hnsw import HnswIndex
+from tuffdb.documents.vector import as_vectors, check_metric, is_vector
+from tuffdb.documents.vector.engine import VectorEngine
 from tuffdb.errors import IntegrityError, ProtocolError
 
 if TYPE_CHECKING:
     from tuffdb.documents.collection import Collection
     from tuffdb.documents.database import Database
 
-VectorIndex = FlatIndex | HnswIndex
+SCAN_BATCH = 1000  # records per text-index batch while a state is built
 
 
 class VectorSlot:
@@ -43,53 +44,51 @@ class VectorSlot:
         self.metric = check_metric(spec.get("metric", "cosine"))
         dim = spec.get("dimension")
         self.dimension: int | None = int(dim) if dim else None
-        self.index: VectorIndex | None = None
+        self.index: VectorEngine | None = None
 
-    def _make(self, dimension: int) -> VectorIndex:
-        self.dimension = dimension
-        if str(self.spec.get("algorithm", "flat")).lower() == "hnsw":
-            return HnswIndex(self.metric, dimension, m=int(self.spec.get("m") or 16),
-                             ef_construction=int(self.spec.get("ef_construction") or 200),
-                             ef_search=self.spec.get("ef_search"))
-        return FlatIndex(self.metric, dimension)  # "flat", and "ivf" (served exactly)
+    def check_many(self, records: list[dict[str, Any]]) -> set[int]:
+        """The dimensions a batch would write to this field, after checking every vector.
 
-    def check(self, record: dict[str, Any]) -> int | None:
-        """The dimension a write would fix, after checking it (None: no vector)."""
-        value = record.get(self.field)
-        if value is None:
-            return None
-        if not is_vector(value):
-            if self.declared:
-                raise IntegrityError(f"field '{self.field}' has a vector index; store a vector",
-                                     condition=self.field)
-            return None
-        arr = as_vector(value, self.dimension, f"field '{self.field}'")
-        return arr.size
+        :raises IntegrityError: a declared field holding a non-vector, a vector of another
+            dimension than the index's, or a NaN/infinite entry (nothing is written).
+        """
+        by_dim: dict[int, list[Any]] = {}
+        for record in records:
+            value = record.get(self.field)
+            if value is None:
+                continue
+            if not is_vector(value):
+                if self.declared:
+                    raise IntegrityError(f"field '{self.field}' has a vector index; "
+                                         "store a vector", condition=self.field)
+                continue
+            by_dim.setdefault(len(value), []).append(value)
+        for dim, values in by_dim.items():
+            as_vectors(values, self.dimension if self.dimension is not None else dim,
+                       f"field '{self.field}'")
+        return set(by_dim)
 
-    def put(self, rid: str, record: dict[str, Any]) -> None:
-        value: Any = record.get(self.field)
-        if not is_vector(value):
-            self.remove(rid)
-            return
-        if self.dimension is not None and len(value) != self.dimension:
-            self.remove(rid)  # on-demand index: skip a foreign dimension (declared: refused)
-            return
-        if self.index is None:
-            self.index = self._make(len(value))
-        self.index.add(rid, value)
+    def put_many(self, records: list[dict[str, Any]]) -> None:
+        """Index the batch's vectors of this field; a record without one drops out."""
+        items: list[tuple[str, Any]] = []
+        for record in records:
+            value: Any = record.get(self.field)
+            if is_vector(value) and (self.dimension is None or len(value) == self.dimension):
+                items.append((record["id"], value))
+            else:  # no vector, or a foreign dimension in an on-demand index (declared: refused)
+                self.remove(record["id"])
+        self.load(items)
 
     def load(self, items: list[tuple[str, Any]]) -> None:
-        items = [(r, v) for r, v in items if self.dimension is None or len(v) == self.dimension]
+        if self.dimension is None and items:
+            self.dimension = len(items[0][1])
+        items = [(r, v) for r, v in items if len(v) == self.dimension]
         if not items:
             return
         if self.index is None:
-            self.index = self._make(len(items[0][1]))
-            items = [(r, v) for r, v in items if len(v) == self.dimension]
-        if isinstance(self.index, HnswIndex):
-            self.index.add_many(items)
-        else:
-            for rid, v in items:
-                self.index.add(rid, v)
+            assert self.dimension is not None
+            self.index = VectorEngine(self.metric, self.dimension, self.spec)
+        self.index.add_many(items)
 
     def remove(self, rid: str) -> None:
         if self.index is not None:
@@ -102,19 +101,23 @@ class SearchState:
         fields = coll.schema.fields if coll.schema is not None else {}
         text = {n: str(f.index.get("language") or "english") for n, f in fields.items()
                 if f.index and f.index.get("type") == "text"}
-        self.text = TextIndex(text or None)
+        self.text = TextIndex(text or None, loader=coll.load)
         self.vectors: dict[tuple[str, str], VectorSlot] = {}
         for n, f in fields.items():
             if f.index and f.index.get("type") == "vector":
                 slot = VectorSlot(n, f.index, declared=True)
                 self.vectors[(n, slot.metric)] = slot
         vec_items: dict[tuple[str, str], list[tuple[str, Any]]] = {k: [] for k in self.vectors}
+        batch: list[tuple[str, dict[str, Any]]] = []
         for record in coll._scan():  # noqa: SLF001 - the collection's own raw scan
-            self.text.add(record["id"], record)
-            for (name, metric), items in vec_items.items():
+            batch.append((record["id"], record))
+            if len(batch) >= SCAN_BATCH:
+                self.text.add_many(batch)
+                batch.clear()
+            for (name, _), items in vec_items.items():
                 if is_vector(v := record.get(name)):
                     items.append((record["id"], v))
-                del metric
+        self.text.add_many(batch)
         for key, items in vec_items.items():
             self.vectors[key].load(items)
 
@@ -171,7 +174,7 @@ class SearchListener:
         for slot in state.vectors.values():
             if not slot.declared:
                 continue
-            dims = {d for r in records if (d := slot.check(r)) is not None}
+            dims = slot.check_many(records)
             if slot.dimension is None and len(dims) > 1:
                 raise IntegrityError(f"vectors of {sorted(dims)} dimensions in one batch for "
                                      f"field '{slot.field}'", condition=slot.field)
@@ -181,10 +184,11 @@ class SearchListener:
         state = self._state(collection)
         if state is None:
             return
-        for record in (*inserts, *updates):
-            state.text.add(record["id"], record)
+        written = [*inserts, *updates]
+        if written:
+            state.text.add_many((r["id"], r) for r in written)
             for slot in state.vectors.values():
-                slot.put(record["id"], record)
+                slot.put_many(written)
         for rid in deletes:
             state.text.remove(rid)
             for slot in state.vectors.values():

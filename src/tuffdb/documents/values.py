@@ -24,6 +24,7 @@ import contextlib
 import datetime as dt
 import decimal
 import uuid
+from array import array
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -49,12 +50,19 @@ class Number:
     value: int | float
 
 
+_FLOAT = frozenset({float})
+
+
 class Vector(tuple[float, ...]):
     """A dense float vector (ekoDB ``Vector``); immutable, compares like a tuple."""
 
     __slots__ = ()
 
     def __new__(cls, items: Any = ()) -> Self:
+        if type(items) is array and items.typecode == "d":  # decoded from storage
+            return super().__new__(cls, items)
+        if type(items) is list and set(map(type, items)) <= _FLOAT:  # checked at C speed
+            return super().__new__(cls, items)
         return super().__new__(cls, (float(x) for x in items))
 
     def __repr__(self) -> str:

@@ -104,11 +104,13 @@ class EventStore:
         self._seg_tracking: dict[str, int] = {}  # and its tracking updates
         self.indexes_rebuilt = 0
         # A cluster leader's hooks (cluster/): every durable drain's frames go to
-        # ``round_tap`` as ``[(log name, file offset, bytes)]``, then ``confirm()`` waits
-        # for followers; when it raises, the drain's appends get that error (durable
-        # here, published, but not acknowledged).
+        # ``round_tap`` as ``[(log name, file offset, bytes)]``, then ``confirm(finish)``
+        # registers the drain's publication and answers, called once followers confirmed
+        # it (or with the reason they did not: then its appends get that error, though the
+        # events are in the log and published). The writer writes on meanwhile.
         self.round_tap: Callable[[list[tuple[str, int, bytes]]], None] | None = None
-        self.confirm: Callable[[], None] | None = None
+        self.confirm: Callable[[Callable[[BaseException | None], None]], None] | None = None
+        self._written = 0  # the last position in the log (>= _head, the published one)
         self.sealed_from_memory = 0
         # The log-shipping seam (backup, archiving, replication): reported to after each
         # durable change; a drain's bytes are handed over only while a feed listens.
@@ -128,6 +130,7 @@ class EventStore:
             self._lock.release()
             raise
         self.recovery = self._log.recovery
+        self._written = self._head
         self._writer = Writer(
             self, max_batch_events=max_batch_events, max_batch_bytes=max_batch_bytes
         )
@@ -335,11 +338,18 @@ class EventStore:
             return req.future
         return self._writer.submit(req)
 
-    def set_replication_hooks(self, tap: Callable[[list[tuple[str, int, bytes]]], None] | None,
-                              confirm: Callable[[], None] | None) -> None:
+    def set_replication_hooks(
+            self, tap: Callable[[list[tuple[str, int, bytes]]], None] | None,
+            confirm: Callable[[Callable[[BaseException | None], None]], None] | None) -> None:
         """Install (or with None, remove) a cluster leader's hooks (see ``round_tap``)."""
         self.round_tap = tap
         self.confirm = confirm
+
+    def _publish(self, head: int) -> None:
+        """Make positions up to ``head`` visible to readers (a confirmed drain)."""
+        if head > self._head:
+            self._head = head
+            self._notify(head)
 
     def replica_apply(self, base: int, address: int, frames: bytes) -> int:
         """Apply a leader's committed frames (a cluster follower; ``cluster/``).
@@ -380,7 +390,7 @@ class EventStore:
             self._feed(ix)
             self._seg_tags.update(ix.postings)
             self._seg_tracking.update(ix.tracking)
-            self._head = head + ix.count
+            self._head = self._written = head + ix.count
             self._notify(self._head)
             return self._head
 
@@ -575,6 +585,12 @@ class EventStore:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def poisoned(self) -> BaseException | None:
+        """The failed write or fsync that poisoned the store (every later append raises
+        PoisonedError until it is reopened), or None."""
+        return self._poison.cause
 
     @property
     def key_id(self) -> int:

@@ -33,7 +33,7 @@ import numpy as np
 
 from tuffdb._format.record import COMMIT, FRAME_SIZE, frame_header
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE
-from tuffdb.errors import ClosedError, IntegrityError
+from tuffdb.errors import ClosedError, IntegrityError, NotEnoughReplicasError
 from tuffdb.events import codec
 from tuffdb.events.format import EVENTS_HEADER, EVENTS_HEADER_SIZE, FrameKind
 
@@ -226,7 +226,7 @@ class Writer(threading.Thread):
         st = self.store
         log = st._log
         planner = st._planner
-        durable_head = st._head
+        durable_head = st._written  # in the log (published, or waiting for followers)
         head = durable_head
         tracking = st._tracking
         staged_tracking: dict[str, int] = {}
@@ -321,18 +321,15 @@ class Writer(threading.Thread):
                     else:
                         req.future.set_exception(res)
                 return
+            st._written = head
             if st.shipper.feeds:
                 st.shipper.round([log.shipped(blob)])
-            unconfirmed: BaseException | None = None
-            if st.round_tap is not None:  # a cluster leader: ship, then wait for followers
+            confirm_later = None
+            if st.round_tap is not None:  # a cluster leader: ship; followers confirm later
                 seg = log.segments[-1]  # the drain never spans segments
                 offset = SEGMENT_HEADER_SIZE + seg.size - len(blob)
                 st.round_tap([(f"log/{seg.path.name}", offset, blob)])
-                if st.confirm is not None:
-                    try:
-                        st.confirm()
-                    except Exception as exc:  # noqa: BLE001 - durable here, not confirmed
-                        unconfirmed = exc
+                confirm_later = st.confirm
             if log.segments[-1].base_address != st._segment_bases[-1]:
                 st._on_roll(durable_head + 1)
             # What the active segment's index will need at seal (built from memory then).
@@ -346,16 +343,29 @@ class Writer(threading.Thread):
             tracking.update(staged_tracking)
             if frame_addrs:
                 st._frames.extend(frame_addrs)
+            if confirm_later is not None:
+                # Published and acknowledged once followers confirm it, in order; the
+                # writer goes on with the next drain meanwhile. Refused: its appends get
+                # the reason, not a position, and it stays unpublished (a failover could
+                # lose it) until a later confirmation covers it, or the node steps down.
+                done = results
+                later = confirm_later
+
+                def publish(unconfirmed: BaseException | None) -> None:
+                    if unconfirmed is None:
+                        st._publish(head)
+                    elif isinstance(unconfirmed, NotEnoughReplicasError):
+                        later(publish)
+
+                def finish(unconfirmed: BaseException | None) -> None:
+                    publish(unconfirmed)
+                    _settle(done, unconfirmed)
+
+                later(finish)
+                return
             st._head = head
             st._notify(head)
-            if unconfirmed is not None:
-                results = [(req, res if isinstance(res, BaseException) else unconfirmed)
-                           for req, res in results]
-        for req, res in results:
-            if isinstance(res, BaseException):
-                req.future.set_exception(res)
-            else:
-                req.future.set_result(res)
+        _settle(results, None)
 
     def _idempotent(
         self, req: AppendRequest, head: int, durable_head: int,
@@ -376,6 +386,19 @@ class Writer(threading.Thread):
         if codec.uuids_of(joined) != uuids:
             return None
         return int(plist[-1])
+
+
+def _settle(results: list[tuple[AppendRequest, int | BaseException]],
+            unconfirmed: BaseException | None) -> None:
+    """Resolve a drain's requests: each its position, or its error (``unconfirmed`` for
+    every one that was written, when followers did not confirm the drain)."""
+    for req, res in results:
+        if isinstance(res, BaseException):
+            req.future.set_exception(res)
+        elif unconfirmed is not None:
+            req.future.set_exception(unconfirmed)
+        else:
+            req.future.set_result(res)
 
 
 def _staged_entry(pending: list[tuple[int, bytes, np.ndarray]], p: int) -> bytes:

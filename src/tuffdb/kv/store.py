@@ -847,6 +847,12 @@ class KVStore(MutableMapping[bytes, bytes]):
         return self._durability
 
     @property
+    def poisoned(self) -> BaseException | None:
+        """The failed write or fsync that poisoned the store (every later write raises
+        PoisonedError until it is reopened), or None."""
+        return self._poison.cause
+
+    @property
     def key_id(self) -> int:
         """Id of the encryption key the store writes with (0: not encrypted)."""
         return self._codec.key_id

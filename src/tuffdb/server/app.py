@@ -5,8 +5,9 @@ Lifecycle (the face side of it is in ``server/face.py``):
 1. Log the effective configuration (secrets redacted), create ``data_dir``.
 2. Start the admin endpoint, then each enabled face in :data:`FACE_MODULES` order:
    import its module lazily, ``create(config)``, ``await start()``, log its address.
-   A face whose module does not exist yet logs "face not available" and is skipped;
-   any other failure is fatal: started faces are stopped and the exit code is 1.
+   Any failure is fatal, a face module that cannot be imported included (every face
+   exists; starting without one would hide a broken build): started faces are stopped
+   and the exit code is 1. A face is left out only by setting its port to 0.
 3. Log ``ready``. Tests and supervisors wait for that line.
 4. On the first SIGTERM/SIGINT: ``await stop()`` on every face in reverse start
    order (each finishes in-flight work, fsyncs and closes its store), then the admin
@@ -93,7 +94,6 @@ class Host:
         self.loop_name = loop_name
         self.state = "starting"  # -> "running" -> "stopping"
         self.faces: list[Face] = []
-        self.unavailable: list[str] = []
         self.started = time.monotonic()
         self._stop = asyncio.Event()
         self._admin: AdminServer | None = None
@@ -117,7 +117,7 @@ class Host:
                 status = "degraded"
         doc = {"status": status, "version": __version__, "pid": os.getpid(),
                "uptime_s": round(time.monotonic() - self.started, 3),
-               "faces": faces, "unavailable": self.unavailable}
+               "faces": faces}
         if self.archiver is not None:
             doc["archive"] = self.archiver.status()
             if status == "ok" and doc["archive"]["status"] != "ok":
@@ -222,24 +222,13 @@ class Host:
         log.info("signal received", signal=name, action="graceful shutdown")
         self._stop.set()
 
-    def _load_face(self, name: str, module_name: str) -> Face | None:
+    def _load_face(self, name: str, module_name: str) -> Face:
         try:
             module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise StartupError(f"face {name}: importing {module_name} failed: {exc}") from exc
-            log.warning("face not available", face=name, module=module_name)
-            self.unavailable.append(name)
-            return None
         except Exception as exc:
             raise StartupError(f"face {name}: importing {module_name} failed: {exc!r}") from exc
-        if getattr(module, "__file__", None) is None and not hasattr(module, "create"):
-            # A directory without __init__.py imports as a namespace package: a face
-            # whose package is still being written. Same as a missing module.
-            log.warning("face not available", face=name, module=module_name,
-                        reason="namespace package without create()")
-            self.unavailable.append(name)
-            return None
+        if not hasattr(module, "create"):
+            raise StartupError(f"face {name}: {module_name} has no create(config)")
         try:
             face: Face = module.create(self.config)
         except Exception as exc:
@@ -270,8 +259,6 @@ class Host:
                 log.info("face disabled", face=name, reason=f"{name}_port is 0")
                 continue
             face = self._load_face(name, module_name)
-            if face is None:
-                continue
             try:
                 await face.start()
             except asyncio.CancelledError:
@@ -357,7 +344,7 @@ class Host:
             starting.result()  # re-raises a bug in the host itself
             self.state = "running"
             log.info("ready", pid=os.getpid(),
-                     faces=[face.name for face in self.faces], unavailable=self.unavailable,
+                     faces=[face.name for face in self.faces],
                      admin=self._admin.address if self._admin else None)
             await stopping
         stopping.cancel()

@@ -26,7 +26,10 @@ involved. One round's fsync is in flight at a time; the next gathers meanwhile.
 With ``threaded=True`` (a cluster leader: a round is acknowledged only once followers
 confirmed it, a network round trip the loop must not wait for) each round is handed to
 the store's committer thread (``when_durable``) and its waiters are called back on the
-loop when it completes; several rounds may be in flight, completing in order.
+loop when it completes; several rounds may be in flight, completing in order. A round
+whose confirmation failed leaves its writes in the store, unconfirmed: until a later
+round is confirmed (which covers every earlier one), readers are held for one
+(:attr:`unconfirmed`), so no reply shows a write a failover could still lose.
 
 Readers: a reply must not show a write a crash could still lose (PostgreSQL makes a commit
 visible only after its WAL flush; Redis sends every reply of a pass after the pass's
@@ -73,6 +76,7 @@ class LoopRounds:
         self.store = store
         self.threaded = threaded
         self._flying: dict[int, list[Waiter]] = {}  # threaded rounds in flight, by their _gen
+        self.unconfirmed = False  # a round's confirmation failed and none succeeded since
         self._round: list[Waiter] = []
         self._passes = 0
         self._aio: AioSync | None = None
@@ -105,8 +109,10 @@ class LoopRounds:
 
     @property
     def holds_readers(self) -> bool:
-        """Some write is not yet durable (a round gathers or is in flight)."""
-        return bool(self._round) or self._inflight is not None or bool(self._flying)
+        """Some write is not yet durable (a round gathers or is in flight), or not yet
+        confirmed by followers (:attr:`unconfirmed`)."""
+        return (bool(self._round) or self._inflight is not None or bool(self._flying)
+                or self.unconfirmed)
 
     def keys_round(self, keys: Iterable[Hashable]) -> list[Waiter] | None:
         """For a reader of ``keys`` alone: the waiter list of the latest round that one of
@@ -165,6 +171,8 @@ class LoopRounds:
 
     def writes_round(self) -> list[Waiter] | None:
         """The waiter list :meth:`after_writes_seen` joins (None: nothing to wait for)."""
+        if self.unconfirmed and not self._round:
+            self.after_round(_nothing)  # a round to confirm what the failed one left
         if self._round:
             return self._round
         if self._inflight is not None:
@@ -245,6 +253,7 @@ class LoopRounds:
         for k in keys:
             if dirty.get(k) == gen:
                 del dirty[k]
+        self.unconfirmed = error is not None
         self._call(waiters, error)
 
     # --- rounds fsynced through AIO -----------------------------------------------------

@@ -13,8 +13,9 @@ directory and ports, so the member keeps its identity and data).
         client = EtcdClient(etcd.endpoints)      # "http://127.0.0.1:PORT"
         etcd.members[0].kill(); etcd.members[0].restart()
 
-A member can run inside a network namespace: pass ``prefix=("ip", "netns", "exec", NS)``
-and that namespace's address as ``host``; the readiness poll then runs in the calling
+Members are :class:`~tuffdb.testing.processes.ManagedProcess` objects. A member can run
+inside a network namespace: pass ``prefix=("ip", "netns", "exec", NS)`` and that
+namespace's address as ``host``; the readiness poll then runs in the calling
 thread, which must be able to reach that address.
 
 Needs only the standard library (``http.client``), so it imports without test extras.
@@ -22,12 +23,11 @@ Needs only the standard library (``http.client``), so it imports without test ex
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 import os
+import random
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -35,13 +35,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import cast
+
+from tuffdb.testing.processes import ManagedProcess
 
 __all__ = ["ETCD_MISSING", "EtcdCluster", "EtcdMember", "etcd_binary", "free_port"]
 
 READY_TIMEOUT_S = 60.0  # a bound for a loaded 2-core machine; a member is ready in < 1 s
 POLL_INTERVAL_S = 0.02
-STOP_TIMEOUT_S = 10.0
-ETCD_MISSING = "etcd is not installed (apt-get install etcd-server etcd-client; dev.py test does it)"
+ETCD_MISSING = ("etcd is not installed (apt-get install etcd-server etcd-client; "
+                "dev.py test does it)")
 
 
 def etcd_binary() -> str | None:
@@ -49,15 +52,35 @@ def etcd_binary() -> str | None:
     return shutil.which("etcd")
 
 
+# Listening ports for test servers come from below the kernel's ephemeral range (Linux:
+# 32768-60999), so the outgoing connections of a busy test cannot take one between the
+# moment it is chosen and the moment its server binds it.
+_LISTEN_PORTS = (20000, 32000)
+_taken: set[int] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on ``host`` a moment ago (the OS picks it)."""
-    with socket.socket() as sock:
+    """A TCP port that was free on ``host`` a moment ago, not handed out before by this
+    process, outside the ephemeral range."""
+    rnd = random.Random()
+    for _ in range(1000):
+        port = rnd.randrange(*_LISTEN_PORTS)
+        if port in _taken:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        _taken.add(port)
+        return port
+    with socket.socket() as sock:  # the range is crowded: let the OS pick
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 
 @dataclass
-class EtcdMember:
+class EtcdMember(ManagedProcess):
     """One etcd process: its ports and data directory outlive the process across restarts."""
 
     name: str
@@ -83,11 +106,6 @@ class EtcdMember:
         """etcd's own log (stderr), kept next to the data directory for post-mortems."""
         return self.data_dir.with_suffix(".log")
 
-    @property
-    def running(self) -> bool:
-        """True while the process exists (paused counts as running)."""
-        return self.proc is not None and self.proc.poll() is None
-
     def argv(self) -> list[str]:
         binary = etcd_binary()
         if binary is None:
@@ -109,14 +127,6 @@ class EtcdMember:
             # again in about half a second; still far above loopback round trips.
             "--heartbeat-interval", "50", "--election-timeout", "500",
         ]
-
-    def spawn(self) -> None:
-        """Start the process (not waiting for readiness: see :meth:`wait_ready`)."""
-        assert not self.running, f"{self.name} is already running"
-        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=log)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         """Poll ``/health`` until the member has a leader.
@@ -148,52 +158,11 @@ class EtcdMember:
             conn.close()
         return response.status == 200 and body.get("health") == "true"
 
-    def kill(self) -> None:
-        """SIGKILL (a crash: nothing flushed beyond what etcd already fsynced) and reap."""
-        self._signal(signal.SIGKILL)
-        if self.proc is not None:
-            self.proc.wait()
-
-    def pause(self) -> None:
-        """SIGSTOP: the process stays, holds its ports, and answers nothing."""
-        self._signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        """SIGCONT after :meth:`pause`."""
-        self._signal(signal.SIGCONT)
-
-    def stop(self) -> None:
-        """SIGTERM (a paused process is continued first), then SIGKILL past a bound."""
-        if not self.running:
-            return
-        assert self.proc is not None
-        self._signal(signal.SIGCONT)
-        self._signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
     def restart(self, *, wait: bool = True) -> None:
         """Kill if running, start again on the same data directory and ports."""
-        if self.running:
-            self.kill()
-        self.spawn()
+        super().restart()
         if wait:
             self.wait_ready()
-
-    def log_tail(self, n_bytes: int = 2000) -> str:
-        try:
-            data = self.log_path.read_bytes()
-        except OSError:
-            return "<no log>"
-        return data[-n_bytes:].decode(errors="replace")
-
-    def _signal(self, sig: signal.Signals) -> None:
-        if self.running:
-            assert self.proc is not None
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(sig)
 
     def _exit(self) -> str:
         return f"exit code {self.proc.returncode}" if self.proc is not None else "never started"
@@ -227,8 +196,10 @@ class EtcdCluster:
         :raises RuntimeError: the members did not become healthy.
         """
         hosts = [host] * size if isinstance(host, str) else list(host)
-        prefixes = ([tuple(prefix)] * size if not prefix or isinstance(prefix[0], str)
-                    else [tuple(p) for p in prefix])  # type: ignore[arg-type]
+        prefixes: list[tuple[str, ...]] = (
+            [tuple(cast("tuple[str, ...]", prefix))] * size
+            if not prefix or isinstance(prefix[0], str)
+            else [tuple(p) for p in cast("Sequence[tuple[str, ...]]", prefix)])
         assert len(hosts) == size and len(prefixes) == size, "one host and prefix per member"
         for attempt in range(3):
             cluster = cls._spawn(Path(root) / f"try{attempt}", hosts, prefixes)

@@ -1,19 +1,28 @@
 """In-memory inverted index of one collection: per-field postings and length statistics.
 
-Every indexed record gets a dense integer *slot* (reused after a delete), so scoring runs
-as numpy over arrays indexed by slot (scoring.py). Layout::
+Every indexed record gets a dense integer *slot*, so scoring runs as numpy over arrays
+indexed by slot (scoring.py). Layout::
 
-    slot_of[id] -> slot; ids[slot] -> id (None when free)
-    postings[field][term] -> {slot: term frequency}   (dicts: O(1) upkeep on every write)
+    slot_of[id] -> slot; ids[slot] -> id (None: dead); alive[slot] -> bool
+    postings[field][term] -> [(slots int32, term frequencies float32), ...]  (chunks)
     lengths[field]        -> float32 array by slot: number of terms of the field (0: none)
-    docs[id]              -> {field: Counter of raw-case tokens} (for removal, case checks)
-    by_stem[stem]         -> terms with that stem (grows only; stale terms are harmless)
-    by_length[n]          -> terms of n characters, for fuzzy matching (grows only)
-    by_deletion[s]        -> terms that give s by deleting <= 2 characters (built on the
-                             first fuzzy query, then kept current; grows only)
+    vocabulary            -> every term ever indexed, in first-seen order (grows only)
 
-``arrays(field, term)`` gives the postings as two numpy arrays (slots, frequencies),
-built lazily and dropped whenever that term's postings change.
+**Writes come in batches** (:meth:`add_many`, one call per commit): the batch's tokens of
+a field become one array of term numbers, ``np.unique`` over ``term << 32 | slot``
+gives every (term, slot, frequency) at once, and each term of the batch gets one chunk
+appended: the Python work per commit is one step per distinct term, not per token.
+A query merges a term's chunks into one (and keeps the merge).
+
+**Deletes and updates never touch postings**: the record's slot dies (``alive`` false,
+its lengths zeroed, the field statistics adjusted at once) and an update takes a fresh
+slot. Queries drop dead slots from the postings they read (and keep the filtered
+arrays); once dead slots outnumber live ones, :meth:`compact` renumbers the slots.
+Slots are never reused before that, so a posting can never point at the wrong record.
+
+**Query-side maps are built lazily** and brought up to date from the vocabulary's
+first-seen order when a query needs them: terms by stem (per query language), by
+length and by deletion neighbourhood (fuzzy). The write path does no stemming.
 
 The index is not persisted: it is rebuilt from the records by one prefix scan on first use
 after open, then maintained by the commit listener, so it can never disagree with the
@@ -22,15 +31,21 @@ stored records after a crash (docs/design/search.md).
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any
+from itertools import chain
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tuffdb.documents.fulltext.analyzer import deletions, stemmer_for, stop_words, tokens
 
-_EMPTY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+_EMPTY = (np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32))
 FUZZY_INDEX_DEPTH = 2  # deletion-neighbourhood depth; larger edit budgets walk the vocabulary
+COMPACT_MIN_DEAD = 1024  # compact once dead slots pass this and outnumber the live ones
+_SLOT_BITS = 32
+Chunk = tuple[np.ndarray, np.ndarray]
 
 
 def text_fields(record: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
@@ -43,168 +58,258 @@ def text_fields(record: dict[str, Any], prefix: str = "") -> list[tuple[str, str
         if isinstance(v, str):
             out.append((name, v))
         elif isinstance(v, (list, tuple)):
-            out.extend((name, x) for x in v if isinstance(x, str))
+            kinds = set(map(type, v))  # at C speed: a vector's 128 floats cost one pass
+            if str in kinds:
+                out.extend((name, x) for x in v if isinstance(x, str))
         elif isinstance(v, dict):
             out.extend(text_fields(v, name + "."))
     return out
+
+
+class _Lazy:
+    """A term map brought up to date from the vocabulary's first-seen order on use."""
+
+    __slots__ = ("done", "map")
+
+    def __init__(self) -> None:
+        self.map: dict[Any, set[str]] = {}
+        self.done = 0
 
 
 class TextIndex:
     """Postings for the text of a collection's records.
 
     ``fields`` maps a field to its language; None indexes every string field in
-    ``default_language``.
+    ``default_language``. ``loader(id)`` returns a record (case-sensitive queries read
+    the raw tokens back from it).
     """
 
     def __init__(self, fields: dict[str, str] | None = None,
-                 default_language: str = "english") -> None:
+                 default_language: str = "english",
+                 loader: Callable[[str], dict[str, Any] | None] | None = None) -> None:
         self.fields = fields
         self.default_language = default_language
+        self.loader = loader
         self.slot_of: dict[str, int] = {}
         self.ids: list[str | None] = []
-        self.free: list[int] = []
-        self.postings: dict[str, dict[str, dict[int, int]]] = {}
+        self.alive = np.zeros(16, dtype=bool)
+        self.dead = 0
+        self.postings: dict[str, dict[str, list[Chunk]]] = {}
         self.lengths: dict[str, np.ndarray] = {}
-        self.counts: dict[str, int] = {}  # records holding the field
+        self.counts: dict[str, int] = {}  # live records holding the field
         self.totals: dict[str, int] = {}
-        self.docs: dict[str, dict[str, Counter[str]]] = {}
-        self.by_stem: dict[str, set[str]] = {}
-        self.by_length: dict[int, set[str]] = {}
-        self._arrays: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
-        self.by_deletion: dict[str, set[str]] | None = None
-        self.terms: set[str] = set()  # every term ever indexed (grows only)
+        self.vocabulary: dict[str, int] = {}
+        self.term_list: list[str] = []
+        self._stems: dict[str, _Lazy] = {}
+        self._by_length = _Lazy()
+        self._by_deletion: _Lazy | None = None
 
     @property
     def capacity(self) -> int:
         return len(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.slot_of)
 
     def language(self, field: str) -> str:
         if self.fields is not None and field in self.fields:
             return self.fields[field]
         return self.default_language
 
-    def _extract(self, record: dict[str, Any]) -> dict[str, list[str]]:
-        per_field: dict[str, list[str]] = {}
+    def extract(self, record: dict[str, Any]) -> list[tuple[str, list[str]]]:
+        """``(field, raw-case tokens without stop words)`` per indexed text of ``record``."""
+        out = []
         for field, text in text_fields(record):
             if self.fields is not None and field not in self.fields:
                 continue
             stop = stop_words(self.language(field))
             raw = [t for t in tokens(text) if t.lower() not in stop]
             if raw:
-                per_field.setdefault(field, []).extend(raw)
-        return per_field
+                out.append((field, raw))
+        return out
 
-    def _new_slot(self, rid: str) -> int:
-        if self.free:
-            slot = self.free.pop()
-            self.ids[slot] = rid
-        else:
-            slot = len(self.ids)
-            self.ids.append(rid)
-        self.slot_of[rid] = slot
-        return slot
+    def _grow(self, need: int) -> None:
+        if need <= self.alive.size:
+            return
+        size = max(need, 2 * self.alive.size)
+        self.alive = np.concatenate([self.alive, np.zeros(size - self.alive.size, dtype=bool)])
+        for field, arr in self.lengths.items():
+            grown = np.zeros(size, dtype=np.float32)
+            grown[: arr.size] = arr
+            self.lengths[field] = grown
 
     def _lengths(self, field: str) -> np.ndarray:
         arr = self.lengths.get(field)
-        if arr is None or arr.size < len(self.ids):
-            grown = np.zeros(max(16, 2 * len(self.ids)), dtype=np.float32)
-            if arr is not None:
-                grown[: arr.size] = arr
-            self.lengths[field] = arr = grown
+        if arr is None:
+            self.lengths[field] = arr = np.zeros(self.alive.size, dtype=np.float32)
         return arr
 
-    def add(self, rid: str, record: dict[str, Any]) -> None:
-        """Index (or re-index) record ``rid``."""
-        if rid in self.docs:
-            self.remove(rid)
-        per_field = self._extract(record)
-        if not per_field:
+    def add_many(self, items: Iterable[tuple[str, dict[str, Any]]]) -> None:  # noqa: C901 - one batch, field by field
+        """Index (or re-index) a batch of ``(id, record)``; a later entry for an id wins."""
+        batch = {rid: record for rid, record in items}
+        for rid in batch:
+            if rid in self.slot_of:
+                self.remove(rid)
+        lowered: dict[str, tuple[list[int], list[list[str]]]] = {}
+        stop_of: dict[str, frozenset[str]] = {}
+        for rid, record in batch.items():
+            slot = -1
+            for field, text in text_fields(record):
+                stop = stop_of.get(field)
+                if stop is None:
+                    if self.fields is not None and field not in self.fields:
+                        continue
+                    stop = stop_of[field] = stop_words(self.language(field))
+                terms = [t for t in map(str.lower, tokens(text)) if t not in stop]
+                if not terms:
+                    continue
+                if slot < 0:
+                    slot = len(self.ids)
+                    self.ids.append(rid)
+                    self.slot_of[rid] = slot
+                entry = lowered.get(field)
+                if entry is None:
+                    lowered[field] = entry = ([], [])
+                entry[0].append(slot)
+                entry[1].append(terms)
+        self._grow(len(self.ids))
+        if not lowered:
             return
-        slot = self._new_slot(rid)
-        self.docs[rid] = doc = {}
-        # Local aliases: this loop runs once per term of every record written.
-        arrays, known, postings = self._arrays, self.terms, self.postings
-        for field, raw in per_field.items():
-            doc[field] = Counter(raw)
-            lower = Counter(map(str.lower, raw))
-            fp = postings.get(field)
+        first_new = min(s for sl, _ in lowered.values() for s in sl)
+        self.alive[first_new:len(self.ids)] = True
+        vocab, term_list = self.vocabulary, self.term_list
+        for field, (slots, docs) in lowered.items():
+            flat = list(chain.from_iterable(docs))
+            for t in dict.fromkeys(flat):
+                if t not in vocab:
+                    vocab[t] = len(term_list)
+                    term_list.append(t)
+            sizes = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
+            slot_arr = np.asarray(slots, dtype=np.int64)
+            lengths = self._lengths(field)
+            np.add.at(lengths, slot_arr, sizes)
+            self.counts[field] = self.counts.get(field, 0) + len(set(slots))
+            self.totals[field] = self.totals.get(field, 0) + int(sizes.sum())
+            numbers = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
+            keys, tfs = np.unique((numbers << _SLOT_BITS) | np.repeat(slot_arr, sizes),
+                                  return_counts=True)
+            term_of = keys >> _SLOT_BITS
+            post_slots = (keys & ((1 << _SLOT_BITS) - 1)).astype(np.int32)
+            post_tfs = tfs.astype(np.float32)
+            starts = np.flatnonzero(np.diff(term_of)) + 1
+            bounds = [0, *starts.tolist(), keys.size]
+            fp = self.postings.get(field)
             if fp is None:
-                postings[field] = fp = {}
-            for term, n in lower.items():
-                plist = fp.get(term)
-                if plist is None:
-                    fp[term] = {slot: n}
-                    if term not in known:
-                        self._new_term(term, field)
+                self.postings[field] = fp = {}
+            for i, number in enumerate(term_of[bounds[:-1]].tolist()):
+                a, b = bounds[i], bounds[i + 1]
+                chunk = (post_slots[a:b], post_tfs[a:b])
+                term = term_list[number]
+                chunks = fp.get(term)
+                if chunks is None:
+                    fp[term] = [chunk]
                 else:
-                    plist[slot] = n
-                if arrays:
-                    arrays.pop((field, term), None)
-            self._lengths(field)[slot] = len(raw)
-            self.counts[field] = self.counts.get(field, 0) + 1
-            self.totals[field] = self.totals.get(field, 0) + len(raw)
-
-    def _new_term(self, term: str, field: str) -> None:
-        self.terms.add(term)
-        self.by_stem.setdefault(stemmer_for(self.language(field))(term), set()).add(term)
-        self.by_length.setdefault(len(term), set()).add(term)
-        if self.by_deletion is not None:
-            self._add_deletions(term)
+                    chunks.append(chunk)
 
     def remove(self, rid: str) -> None:
-        per_field = self.docs.pop(rid, None)
-        if per_field is None:
+        slot = self.slot_of.pop(rid, None)
+        if slot is None:
             return
-        slot = self.slot_of.pop(rid)
-        for field, raw in per_field.items():
-            fp = self.postings[field]
-            for term in {t.lower() for t in raw}:
-                plist = fp.get(term)
-                if plist is not None:
-                    plist.pop(slot, None)
-                    self._arrays.pop((field, term), None)
-                    if not plist:
-                        del fp[term]
-            lengths = self.lengths[field]
-            self.totals[field] -= int(lengths[slot])
-            self.counts[field] -= 1
-            lengths[slot] = 0
         self.ids[slot] = None
-        self.free.append(slot)
+        self.alive[slot] = False
+        self.dead += 1
+        for field, lengths in self.lengths.items():
+            n = int(lengths[slot])
+            if n:
+                self.totals[field] -= n
+                self.counts[field] -= 1
+                lengths[slot] = 0
+        if self.dead > COMPACT_MIN_DEAD and self.dead > len(self.slot_of):
+            self.compact()
 
-    def _add_deletions(self, term: str) -> None:
-        assert self.by_deletion is not None
-        for s in deletions(term, FUZZY_INDEX_DEPTH):
-            self.by_deletion.setdefault(s, set()).add(term)
+    def compact(self) -> None:
+        """Renumber the live slots densely and drop every posting of a dead slot."""
+        cap = len(self.ids)
+        live = np.flatnonzero(self.alive[:cap])
+        remap = np.full(max(cap, 1), -1, dtype=np.int32)
+        remap[live] = np.arange(live.size, dtype=np.int32)
+        for fp in self.postings.values():
+            for term in list(fp):
+                slots, tfs = _merged(fp[term])
+                keep = self.alive[slots]
+                if keep.any():
+                    fp[term] = [(remap[slots[keep]], tfs[keep])]
+                else:
+                    del fp[term]
+        size = max(16, 2 * live.size)
+        for field, lengths in self.lengths.items():
+            fresh = np.zeros(size, dtype=np.float32)
+            fresh[: live.size] = lengths[live]
+            self.lengths[field] = fresh
+        self.ids = [self.ids[i] for i in live.tolist()]
+        self.slot_of = {str(rid): i for i, rid in enumerate(self.ids)}
+        self.alive = np.zeros(size, dtype=bool)
+        self.alive[: live.size] = True
+        self.dead = 0
+
+    def arrays(self, field: str, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """The live postings of ``term`` in ``field`` as (slots, frequencies) arrays."""
+        fp = self.postings.get(field)
+        chunks = fp.get(term) if fp is not None else None
+        if not chunks:
+            return _EMPTY
+        slots, tfs = _merged(chunks)
+        if self.dead:
+            keep = self.alive[slots]
+            if not keep.all():
+                slots, tfs = slots[keep], tfs[keep]
+        if len(chunks) > 1 or slots.size != chunks[0][0].size:
+            chunks[:] = [(slots, tfs)]
+        return slots, tfs
+
+    def raw_tokens(self, slot: int, field: str) -> list[str]:
+        """The raw-case tokens of ``field`` of the record in ``slot`` (read back)."""
+        rid = self.ids[slot]
+        record = self.loader(rid) if self.loader is not None and rid is not None else None
+        if record is None:
+            return []
+        return [t for f, raw in self.extract(record) if f == field for t in raw]
+
+    def _catch_up(self, lazy: _Lazy, key: Callable[[str], Any]) -> dict[Any, set[str]]:
+        terms = self.term_list
+        if lazy.done < len(terms):
+            m = lazy.map
+            for t in terms[lazy.done:]:
+                m.setdefault(key(t), set()).add(t)
+            lazy.done = len(terms)
+        return lazy.map
+
+    def with_stem(self, language: str, stem: str) -> set[str]:
+        """Indexed terms whose stem in ``language`` is ``stem``."""
+        lazy = self._stems.get(language)
+        if lazy is None:
+            lazy = self._stems[language] = _Lazy()
+        return self._catch_up(lazy, stemmer_for(language)).get(stem, set())
 
     def fuzzy_candidates(self, term: str, budget: int) -> set[str]:
         """Indexed terms that may lie within ``budget`` edits of ``term`` (a superset)."""
         if budget > FUZZY_INDEX_DEPTH:
+            by_length = self._catch_up(self._by_length, len)
             return {t for n in range(len(term) - budget, len(term) + budget + 1)
-                    for t in self.by_length.get(n, ())}
-        if self.by_deletion is None:
-            self.by_deletion = {}
-            for same_length in self.by_length.values():
-                for t in same_length:
-                    self._add_deletions(t)
-        by_deletion = self.by_deletion
+                    for t in by_length.get(n, ())}
+        if self._by_deletion is None:
+            self._by_deletion = _Lazy()
+        lazy = self._by_deletion
+        if lazy.done < len(self.term_list):
+            m = lazy.map
+            for t in self.term_list[lazy.done:]:
+                for s in deletions(t, FUZZY_INDEX_DEPTH):
+                    m.setdefault(s, set()).add(t)
+            lazy.done = len(self.term_list)
         out: set[str] = set()
         for s in deletions(term, budget):
-            out |= by_deletion.get(s, set())
+            out |= lazy.map.get(s, set())
         return out
-
-    def arrays(self, field: str, term: str) -> tuple[np.ndarray, np.ndarray]:
-        """The postings of ``term`` in ``field`` as (slots, frequencies) arrays."""
-        key = (field, term)
-        got = self._arrays.get(key)
-        if got is None:
-            plist = self.postings.get(field, {}).get(term)
-            if not plist:
-                return _EMPTY
-            got = (np.fromiter(plist.keys(), dtype=np.int64, count=len(plist)),
-                   np.fromiter(plist.values(), dtype=np.float32, count=len(plist)))
-            self._arrays[key] = got
-        return got
 
     def field_names(self) -> list[str]:
         return sorted(self.postings)
@@ -217,19 +322,33 @@ class TextIndex:
         return self.totals.get(field, 0) / n if n else 0.0
 
     def check(self) -> list[str]:
-        """Self-check: postings, lengths, slots and docs agree."""
+        """Self-check: postings, lengths, statistics and slots agree."""
         problems = []
+        cap = len(self.ids)
         for field, fp in self.postings.items():
-            for term, plist in fp.items():
-                for slot, n in plist.items():
-                    rid = self.ids[slot]
-                    raw = self.docs.get(rid or "", {}).get(field, Counter())
-                    if sum(c for t, c in raw.items() if t.lower() == term) != n:
-                        problems.append(f"text index: {field}/{term}/{rid} count {n} is stale")
+            live_sum = 0
+            for term, chunks in fp.items():
+                slots, tfs = _merged(chunks)
+                if slots.size and (int(slots.max()) >= cap or float(tfs.min()) <= 0):
+                    problems.append(f"text index: {field}/{term} has a bad posting")
+                    continue
+                live_sum += int(tfs[self.alive[slots]].sum())
+            if live_sum != self.totals.get(field, 0):
+                problems.append(f"text index: term total of {field} is stale")
         for field, lengths in self.lengths.items():
-            if int(lengths.sum()) != self.totals.get(field):
+            if int(lengths.sum()) != self.totals.get(field, 0):
                 problems.append(f"text index: length total of {field} is stale")
+            if int((lengths > 0).sum()) != self.counts.get(field, 0):
+                problems.append(f"text index: record count of {field} is stale")
         for rid, slot in self.slot_of.items():
-            if self.ids[slot] != rid:
+            if self.ids[slot] != rid or not self.alive[slot]:
                 problems.append(f"text index: slot {slot} of {rid} holds {self.ids[slot]}")
+        if int(self.alive[:cap].sum()) != len(self.slot_of) or cap - len(self.slot_of) != self.dead:
+            problems.append("text index: live slot count is stale")
         return problems
+
+
+def _merged(chunks: list[Chunk]) -> Chunk:
+    if len(chunks) == 1:
+        return chunks[0]
+    return (np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks]))

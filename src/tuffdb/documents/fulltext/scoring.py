@@ -58,8 +58,7 @@ def variants(index: TextIndex, term: str, q: TextQuery) -> dict[str, float]:
     """Indexed terms that count as ``term`` (lowercase), with their factors."""
     out = {term: 1.0}
     if q.stemming:
-        stem = stemmer_for(q.language)
-        for t in index.by_stem.get(stem(term), ()):
+        for t in index.with_stem(q.language, stemmer_for(q.language)(term)):
             out.setdefault(t, STEM_FACTOR)
     if q.fuzzy:
         budget = fuzzy_budget(term, q.max_edit_distance)
@@ -120,9 +119,8 @@ class TextHits:
 
 def _case_tfs(index: TextIndex, fname: str, term: str, qraw: str,
               slots: np.ndarray) -> np.ndarray:
-    ids, docs = index.ids, index.docs
     return np.fromiter(
-        (sum(c for tok, c in docs[str(ids[i])][fname].items()
+        (sum(1 for tok in index.raw_tokens(int(i), fname)
              if tok.lower() == term and _case_ok(tok, qraw)) for i in slots),
         dtype=np.float32, count=slots.size)
 

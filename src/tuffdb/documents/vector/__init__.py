@@ -37,6 +37,25 @@ def as_vector(value: Any, dimension: int | None, what: str = "vector") -> np.nda
     return arr
 
 
+def as_vectors(values: list[Any], dimension: int, what: str = "vector") -> np.ndarray:
+    """Equal-length lists of numbers as one float32 matrix (one conversion per batch).
+
+    :raises IntegrityError: on a dimension mismatch, a non-numeric, NaN or infinite entry.
+    """
+    try:
+        arr = np.asarray(values, dtype=np.float32)
+    except (TypeError, ValueError):  # ragged or non-numeric: say which one, as as_vector does
+        for v in values:
+            as_vector(v, dimension, what)
+        raise IntegrityError(f"{what} must be lists of numbers", condition="vector") from None
+    if arr.ndim != 2 or arr.shape[1] != dimension:
+        raise IntegrityError(f"{what} has {arr.shape[-1]} dimensions; this index holds "
+                             f"{dimension}", condition="vector")
+    if not np.isfinite(arr).all():
+        raise IntegrityError(f"{what} holds NaN or infinity", condition="vector")
+    return arr
+
+
 _PLAIN_NUMBERS = frozenset({int, float})
 
 

@@ -53,19 +53,31 @@ class FlatIndex:
         return len(self.ids)
 
     def add(self, rid: str, value: object) -> None:
-        v = as_vector(value, self.dimension)
+        self.add_many([rid], as_vector(value, self.dimension)[None, :])
+
+    def add_many(self, rids: list[str], data: np.ndarray) -> None:
+        """Add or replace a batch: ``data`` holds one checked float32 row per id."""
         if self.metric == "cosine":
-            v = _normalised(v)
-        row = self.rows.get(rid)
-        if row is None:
-            row = len(self.ids)
-            if row == self.matrix.shape[0]:
-                self.matrix = np.resize(self.matrix, (row * 2, self.dimension))
-                self.sq_norms = np.resize(self.sq_norms, row * 2)
-            self.ids.append(rid)
-            self.rows[rid] = row
-        self.matrix[row] = v
-        self.sq_norms[row] = float(v @ v)
+            norms = np.linalg.norm(data, axis=1, keepdims=True)
+            data = data / np.where(norms > 0, norms, 1.0)
+        rows = np.empty(len(rids), dtype=np.int64)
+        for i, rid in enumerate(rids):
+            row = self.rows.get(rid)
+            if row is None:
+                row = self.rows[rid] = len(self.ids)
+                self.ids.append(rid)
+            rows[i] = row
+        if len(self.ids) > self.matrix.shape[0]:
+            size = max(len(self.ids), 2 * self.matrix.shape[0])
+            self.matrix = np.resize(self.matrix, (size, self.dimension))
+            self.sq_norms = np.resize(self.sq_norms, size)
+        self.matrix[rows] = data  # ids are distinct (the caller keeps the last of each)
+        self.sq_norms[rows] = np.einsum("ij,ij->i", self.matrix[rows], self.matrix[rows])
+
+    def vectors(self, rids: list[str]) -> np.ndarray:
+        """The stored rows of ``rids`` (normalised for cosine), copied."""
+        return self.matrix[np.fromiter(map(self.rows.__getitem__, rids), dtype=np.int64,
+                                       count=len(rids))]
 
     def remove(self, rid: str) -> None:
         row = self.rows.pop(rid, None)
@@ -91,8 +103,8 @@ class FlatIndex:
         dist = np.sqrt(np.maximum(sq - 2.0 * dots + float(query @ query), 0.0))
         return np.asarray(1.0 / (1.0 + dist))
 
-    def search(self, query: object, k: int, *, allowed: Collection[str] | None = None,
-               ef_search: int | None = None) -> list[tuple[str, float]]:  # noqa: ARG002 - same signature as HnswIndex
+    def search(self, query: object, k: int, *,
+               allowed: Collection[str] | None = None) -> list[tuple[str, float]]:
         """The ``k`` best ``(id, score)`` pairs, best first (``allowed``: ids to consider)."""
         q = as_vector(query, self.dimension, "query vector")
         if not self.ids or k <= 0:

@@ -24,7 +24,9 @@ from tuffdb.errors import (
     Error,
     IntegrityError,
     LimitExceeded,
+    NotEnoughReplicasError,
     NotFoundError,
+    NotLeaderError,
     OperationalError,
     PermissionDeniedError,
     PoisonedError,
@@ -55,6 +57,7 @@ MAX_CACHED_TOKENS = 4096  # verified JWTs remembered (the cache is simply cleare
 SERVER_VERSION = "0.80.0"  # the ekoDB server version we answer to (>= 0.79.2: permission edits)
 
 ERROR_STATUS: list[tuple[type[Error], int]] = [
+    (NotEnoughReplicasError, 503), (NotLeaderError, 503),  # a cluster: retry shortly
     (PermissionDeniedError, 403), (AuthError, 401), (NotFoundError, 404), (ConflictError, 409),
     (LimitExceeded, 413), (ProtocolError, 400), (IntegrityError, 400), (ReadOnlyError, 403),
     (ClosedError, 503), (PoisonedError, 503), (ProgrammingError, 400), (OperationalError, 409),

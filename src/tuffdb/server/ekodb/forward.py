@@ -15,6 +15,7 @@ import contextlib
 from tuffdb.server.ekodb.proto import Request, Response
 
 TIMEOUT_S = 30.0
+FORWARDED_HEADER = "x-tuffdb-forwarded"  # set on a forwarded request (headers are lowercase)
 # Not relayed either way: hop-by-hop headers, and those each server writes itself.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length",
                         "host", "te", "trailer", "upgrade", "proxy-connection", "date",
@@ -28,6 +29,10 @@ class Forwarder:
     async def forward(self, req: Request, address: str | None) -> Response:
         if address is None:
             return _unavailable("no cluster leader is known yet; retry shortly")
+        if req.headers.get(FORWARDED_HEADER):
+            # Forwarded once already and this node does not lead either (the two disagree
+            # for a moment during a failover): never a second hop, never a loop.
+            return _unavailable("the cluster is changing leader; retry shortly")
         for attempt in (0, 1):
             conn = await self._connection(address, fresh=attempt == 1)
             if conn is None:
@@ -69,7 +74,8 @@ def _encode(req: Request, address: str) -> bytes:
     lines = [f"{req.method} {req.url.decode('latin-1')} HTTP/1.1", f"Host: {address}"]
     lines += [f"{k}: {v}" for k, v in req.headers.items()
               if k.lower() not in HOP_BY_HOP or k.lower() == "content-type"]
-    lines += [f"Content-Length: {len(req.body)}", "Connection: keep-alive", "", ""]
+    lines += [f"{FORWARDED_HEADER}: 1", f"Content-Length: {len(req.body)}",
+              "Connection: keep-alive", "", ""]
     return "\r\n".join(lines).encode("latin-1") + req.body
 
 

@@ -42,6 +42,7 @@ from tuffdb.server.face import cluster_node
 from tuffdb.server.busy_poll import DEFAULT_WINDOW_US, BusyPoll
 from tuffdb.server.ekodb.app import App, Settings
 from tuffdb.server.ekodb.proto import HttpProtocol
+from tuffdb.storage.files import write_file_durably
 
 _log = get_logger(__name__)
 
@@ -181,10 +182,10 @@ class EkoDBFace:
         return s
 
     def _save_settings(self) -> None:
-        path = self.data_dir / SETTINGS_FILE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self.settings), indent=1))
-        os.replace(tmp, path)  # noqa: PTH105 - atomic rename
+        # temp file, fsync, rename, fsync the directory: a power cut leaves the old
+        # settings or the new ones, never an empty file (tests/crash/test_ekodb_crash.py)
+        write_file_durably(self.data_dir / SETTINGS_FILE,
+                           json.dumps(asdict(self.settings), indent=1).encode())
         self._apply_settings()
 
     def _apply_settings(self) -> None:
@@ -221,7 +222,10 @@ class EkoDBFace:
         return {"documents": self.db.kv}
 
     def health(self) -> dict[str, Any]:
-        return {"status": "ok", "port": self.port, "collections": len(self.db.collections())}
+        poisoned = self.db.kv.poisoned
+        return {"status": "degraded" if poisoned else "ok", "port": self.port,
+                "collections": len(self.db.collections()),
+                **({"reason": f"writes refused until a restart: {poisoned!r}"} if poisoned else {})}
 
 
 def create(config: Any) -> EkoDBFace:

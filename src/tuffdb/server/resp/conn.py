@@ -205,15 +205,16 @@ class Conn(asyncio.Protocol):
             late, self.late = iter(self.late), []
             out = [r or _late_reply(next(late)) for r in out]
         if isinstance(exc, (errors.NotEnoughReplicasError, errors.NotLeaderError)):
-            # Durable here but not confirmed by the cluster: not acknowledged (the store is
-            # fine; the next batch may be confirmed).
-            line = reply.error(error_line(exc))
+            # Executed and durable here, but not confirmed by the cluster: not acknowledged,
+            # and it may or may not survive (so never READONLY, which says "not executed").
+            line = reply.error(UNCONFIRMED if isinstance(exc, errors.NotLeaderError)
+                               else error_line(exc))
             out = [line] * len(out)
         elif exc is not None:
             # The batch's writes reached memory but not the disk: no command may be
             # acknowledged. The store is poisoned for later writes.
             msg = f"MISCONF Errors writing to the log: {exc}"
-            self.srv.degraded = msg
+            self.srv.write_error = msg
             log.error("durability wait failed: %s", exc)
             out = [reply.error(msg)] * len(out)
         self._write(b"".join(out))
@@ -367,6 +368,9 @@ def unknown_command(args: list[bytes]) -> str:
 
 
 READONLY_REPLY = b"-READONLY You can't write against a read only replica.\r\n"
+# A batch executed on a leader that lost its leadership before followers confirmed it.
+UNCONFIRMED = ("NOREPLICAS Not enough good replicas to write: this node lost its cluster "
+               "leadership before the write was confirmed; it may or may not have taken effect")
 
 
 def _late_reply(fut: asyncio.Future[bytes]) -> bytes:

@@ -104,7 +104,7 @@ class RespServer:
         self.last_save = int(self.started)
         self.stats = {"connections": 0, "commands": 0, "hits": 0, "misses": 0,
                       "rejected": 0, "expired": 0}
-        self.degraded: str | None = None
+        self.write_error: str | None = None  # the MISCONF reply of a failed durable wait
         self.run_id = os.urandom(20).hex()
         self._server: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.TimerHandle | None = None
@@ -199,6 +199,14 @@ class RespServer:
         loop = asyncio.get_running_loop()
         with contextlib.suppress(Exception):
             await loop.run_in_executor(None, self.store.close)
+
+    @property
+    def degraded(self) -> str | None:
+        """Why writes are refused until a restart (a failed write or fsync), or None."""
+        poisoned = self.store.poisoned  # also a failed background (everysec) commit
+        if self.write_error is None and poisoned is not None:
+            return f"MISCONF Errors writing to the log: {poisoned}"
+        return self.write_error
 
     def stores(self) -> dict[str, Any]:
         """This face's store by data subdirectory (backup and archiving read it)."""

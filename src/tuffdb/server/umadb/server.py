@@ -65,7 +65,8 @@ class UmaDBFace:
             from tuffdb.cluster.appliers import EventsApplier  # noqa: PLC0415 (in a cluster)
             from tuffdb.cluster.node import Attached  # noqa: PLC0415
 
-            self.node.attach(Attached("events", self.store, EventsApplier(self.store)))
+            self.node.attach(Attached("events", self.store, EventsApplier(self.store),
+                                      asynchronous=True))
             self.node.forward_handlers["events.append"] = self._forwarded_append
         self.host = host
         self.port = port
@@ -120,7 +121,7 @@ class UmaDBFace:
 
     def health(self) -> dict[str, Any]:
         return {
-            "status": "degraded" if self.store._poison else "ok",
+            "status": "degraded" if self.store.poisoned else "ok",
             "port": self.bound_port,
             "head": self.store.head(),
         }

@@ -16,6 +16,7 @@ from tuffdb.errors import (
     LimitExceeded,
     NotEnoughReplicasError,
     NotLeaderError,
+    PoisonedError,
     ProgrammingError,
     ProtocolError,
 )
@@ -46,6 +47,8 @@ ERROR_TABLE: tuple[tuple[type[BaseException], StatusCode, int, str], ...] = (
     (ProgrammingError, StatusCode.INVALID_ARGUMENT, ET.INVALID_ARGUMENT, "invalid argument: "),
     (CorruptionError, StatusCode.DATA_LOSS, ET.CORRUPTION, "corruption error: "),
     (OSError, StatusCode.INTERNAL, ET.IO, "io error: "),
+    # an earlier write or fsync failed: an I/O error that lasts until the server restarts
+    (PoisonedError, StatusCode.INTERNAL, ET.IO, "io error: "),
 )
 
 

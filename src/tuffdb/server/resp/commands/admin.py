@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.cluster import replication_section
-from tuffdb.server.resp.commands.common import to_int
 from tuffdb.server.resp.glob import compile_glob
 from tuffdb.server.resp.server import REDIS_COMPAT_VERSION, TO_ENGINE, hard_limits
 from tuffdb.server.resp.table import TABLE, CommandError, command, command_docs, command_info

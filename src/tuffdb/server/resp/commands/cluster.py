@@ -42,7 +42,7 @@ def role(c: Conn, a: list[bytes]) -> bytes:
     if node is None:
         return reply.array([reply.bulk(b"master"), reply.integer(0), reply.EMPTY_ARRAY])
     status = node.status()
-    if status["role"] == "leader":
+    if node.is_leader():  # the lease is valid too: a master's reads are current
         rows = []
         for name, f in sorted(status.get("followers", {}).items()):
             host, port = _host_port(node.members.get(name, {}))
@@ -65,7 +65,7 @@ def replication_section(c: Conn) -> list[tuple[str, object]]:
         return [("role", "master"), ("connected_slaves", 0), ("master_repl_offset", 0)]
     status = node.status()
     replid = f"{node.cluster}-{status['epoch']}".encode().hex()[:40].ljust(40, "0")
-    if status["role"] == "leader":
+    if node.is_leader():
         followers = status.get("followers", {})
         fields: list[tuple[str, object]] = [
             ("role", "master"),
