@@ -1,8 +1,11 @@
-"""redis-benchmark against tuffdb's RESP face and redis-server, in one run (issue 4).
+"""redis-benchmark against tuffdb's RESP face and redis-server, in one run (issues 4, 31).
 
     python bench/resp.py                       # full run: -n 200000, 3 reps (the lead runs it)
     python bench/resp.py -n 2000 --reps 1      # smoke test (seconds)
     python bench/resp.py --plot-only           # redraw the plot and table from latest.json
+    python bench/resp.py --suite types         # issue 31: list/set/hash/zset commands
+    python bench/resp.py --suite collections   # issue 31: 10^3 vs 10^6 elements, memory
+                                               # (bench/resp_collections.py)
 
 What runs, per repetition, cells interleaved (PROTOCOL.md section 4, "ratios from one run"):
 
@@ -25,6 +28,14 @@ commands) and ``latest.json``; ``resp.png`` and ``results.md`` beside them are d
 ``latest.json`` only. Older runs the docs cite are under ``docs/benchmarks/history/``.
 Targets from issue 4 are ratios tuffdb/Redis: SET >= 1x with ``always``; SET and GET
 >= 0.6x otherwise; with ``-P 16`` >= 0.3x.
+
+``--suite types`` (issue 31) runs ``-t lpush,rpush,lpop,rpop,sadd,spop,hset,zadd,zpopmin,
+lrange_100,lrange_600`` (redis-benchmark's own payloads and keys, 50 clients) under
+``everysec`` and ``always``, with and without ``-P 16``; its output goes to
+``docs/benchmarks/resp-types/`` (raw JSON, ``results.md``, ``resp-types.png``). Targets: >= 0.6x
+Redis at -P 1 and >= 0.3x at -P 16 for every command, >= 1x for every write command
+under ``always`` at -P 1 (read as issue 4's SET target was: the pipelined always cells
+keep the 0.3x bar).
 """
 
 # Benchmark script, not library code.
@@ -68,6 +79,17 @@ TARGETS = {  # (pairing, pipeline) -> minimum tuffdb/redis ratio per test
     **{(p, 16): {"SET": 0.3, "GET": 0.3} for p in ("no", "everysec", "always")},
 }
 OUT_DIR = REPO / "docs" / "benchmarks" / "resp"
+TYPE_TESTS = "lpush,rpush,lpop,rpop,sadd,spop,hset,zadd,zpopmin,lrange_100,lrange_600"
+# redis-benchmark's CSV names for them (LRANGE_* need a list first: its own LPUSH fill).
+TYPE_NAMES = ("LPUSH", "RPUSH", "LPOP", "RPOP", "SADD", "HSET", "SPOP", "ZADD", "ZPOPMIN",
+              "LRANGE_100 (first 100 elements)", "LRANGE_600 (first 600 elements)")
+TYPE_WRITES = ("LPUSH", "RPUSH", "LPOP", "RPOP", "SADD", "HSET", "SPOP", "ZADD", "ZPOPMIN")
+TYPE_TARGETS = {
+    ("always", 1): {t: (1.0 if t in TYPE_WRITES else 0.6) for t in TYPE_NAMES},
+    ("everysec", 1): dict.fromkeys(TYPE_NAMES, 0.6),
+    **{(p, 16): dict.fromkeys(TYPE_NAMES, 0.3) for p in ("everysec", "always")},
+}
+TYPES_OUT_DIR = REPO / "docs" / "benchmarks" / "resp-types"
 
 
 def pin(cpu: int) -> list[str]:
@@ -76,10 +98,14 @@ def pin(cpu: int) -> list[str]:
     return []
 
 
-def run_benchmark(port: int, requests: int, pipeline: int, clients: int) -> dict[str, Any]:
-    cmd = [*pin(1), "redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", "set,get",
-           "-n", str(requests), "-d", "1024", "-c", str(clients), "-r", "100000",
-           "-P", str(pipeline), "--csv", "-q"]
+def run_benchmark(port: int, requests: int, pipeline: int, clients: int,
+                  suite: str = "kv") -> dict[str, Any]:
+    if suite == "types":  # redis-benchmark's own payload (3 bytes) and keys
+        what = ["-t", TYPE_TESTS]
+    else:
+        what = ["-t", "set,get", "-d", "1024", "-r", "100000"]
+    cmd = [*pin(1), "redis-benchmark", "-h", "127.0.0.1", "-p", str(port), *what,
+           "-n", str(requests), "-c", str(clients), "-P", str(pipeline), "--csv", "-q"]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=3600)
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     return {"command": cmd, "tests": {r["test"]: {k: float(v) for k, v in r.items()
@@ -104,8 +130,20 @@ def main(argv: list[str] | None = None) -> int:
                     help="parent of the per-server data directories (a real disk)")
     ap.add_argument("--out", default=str(OUT_DIR))
     ap.add_argument("--plot-only", action="store_true")
+    ap.add_argument("--suite", choices=("kv", "types", "collections"), default="kv")
+    argv = sys.argv[1:] if argv is None else argv
+    if "collections" in argv and argv[argv.index("collections") - 1] == "--suite":
+        import resp_collections  # noqa: PLC0415  (bench/, on sys.path)
+
+        i = argv.index("collections")
+        return resp_collections.main(argv[: i - 1] + argv[i + 1 :])
     args = ap.parse_args(argv)
     ensure_native_build()
+    if args.suite == "types":
+        if args.out == str(OUT_DIR):
+            args.out = str(TYPES_OUT_DIR)
+        if args.pairings == "no,everysec,always":
+            args.pairings = "everysec,always"
     out = Path(args.out)
     if args.plot_only:
         render(json.loads((out / "latest.json").read_text()), out)
@@ -124,9 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         "environment": environment(args.dir, ["redis"]),
         "redis_server_version": subprocess.run(["redis-server", "--version"], check=True,
                                                capture_output=True, text=True).stdout.strip(),
-        "settings": {"requests": args.requests, "clients": args.clients, "value_bytes": 1024,
-                     "keyspace": 100_000, "reps": args.reps, "server_cpu": pin(0),
-                     "client_cpu": pin(1)},
+        "suite": args.suite,
+        "settings": {"requests": args.requests, "clients": args.clients,
+                     "value_bytes": 3 if args.suite == "types" else 1024,
+                     "keyspace": None if args.suite == "types" else 100_000, "reps": args.reps,
+                     "server_cpu": pin(0), "client_cpu": pin(1)},
         "fsync_probe_start": fsync_probe(args.dir),
         "reps": [],
     }
@@ -138,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                         server = start_server(kind, pairing, d)
                         try:
                             cell = run_benchmark(server.port, args.requests, pipeline,
-                                                 args.clients)
+                                                 args.clients, args.suite)
                         finally:
                             server.stop()
                     cell.update(rep=rep, pairing=pairing, pipeline=pipeline, server=kind)
@@ -147,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"rep {rep} {pairing:9} -P {pipeline:<2} {kind:6} {rates}",
                           flush=True)
     result["fsync_probe_end"] = fsync_probe(args.dir)
-    result["summary"] = summarize(result["reps"])
+    result["summary"] = summarize(result["reps"], args.suite)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / f"{run_id}.json", result)
     write_json(out / "latest.json", result)
@@ -156,9 +196,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def table(result: dict[str, Any]) -> str:
+    value = result["settings"].get("value_bytes", 1024)
     lines = [
         f"Run {result['run_id']}; {result['settings']['requests']} requests per cell, "
-        f"{result['settings']['clients']} clients, 1 KiB values, "
+        f"{result['settings']['clients']} clients, {value} B values, "
         f"{result['settings']['reps']} reps (median, min-max); {result['redis_server_version']}.",
         f"fsync probe (4 KiB write + fsync) avg {result['fsync_probe_start']['avg_us']} us at "
         f"start, {result['fsync_probe_end']['avg_us']} us at the end.",
@@ -180,6 +221,7 @@ def table(result: dict[str, Any]) -> str:
 def render(result: dict[str, Any], docs: Path) -> str:
     """Write results.md and resp.png (if matplotlib is installed) from one result."""
     text = table(result)
+    stem = "resp-types" if result.get("suite") == "types" else "resp"
     (docs / "results.md").write_text(text)
     try:
         import matplotlib as mpl
@@ -190,7 +232,7 @@ def render(result: dict[str, Any], docs: Path) -> str:
         print("matplotlib not installed: no plot", file=sys.stderr)
         return text
     rows = result["summary"]
-    labels = [f"{r['pairing']}\n-P {r['pipeline']}\n{r['test']}" for r in rows]
+    labels = [f"{r['pairing']}\n-P {r['pipeline']}\n{r['test'].split(' ')[0]}" for r in rows]
     xs = range(len(rows))
     fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.9), 4.5))
     for offset, kind, key in ((-0.2, "tuffdb", "tuffdb_rps"), (0.2, "Redis", "redis_rps")):
@@ -200,20 +242,23 @@ def render(result: dict[str, Any], docs: Path) -> str:
         ax.bar([x + offset for x in xs], med, 0.4, yerr=err, label=kind, capsize=2)
     ax.set_xticks(list(xs), labels, fontsize=7)
     ax.set_ylabel("requests/s (median, min-max)")
-    ax.set_title("redis-benchmark: tuffdb RESP face vs redis-server (1 KiB, 50 clients)")
+    ax.set_title(f"redis-benchmark: tuffdb RESP face vs redis-server "
+                 f"({result['settings'].get('value_bytes', 1024)} B, 50 clients)")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(docs / "resp.png", dpi=120)
+    fig.savefig(docs / f"{stem}.png", dpi=120)
     plt.close(fig)
     return text
 
 
-def summarize(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def summarize(cells: list[dict[str, Any]], suite: str = "kv") -> list[dict[str, Any]]:
     """Median (min, max) rps per (pairing, pipeline, test, server) and the ratio."""
     rows = []
     keys = sorted({(c["pairing"], c["pipeline"]) for c in cells})
+    tests = TYPE_NAMES if suite == "types" else ("SET", "GET")
+    targets = TYPE_TARGETS if suite == "types" else TARGETS
     for pairing, pipeline in keys:
-        for test in ("SET", "GET"):
+        for test in tests:
             stats = {}
             for kind in ("tuffdb", "redis"):
                 vals = [c["tests"][test]["rps"] for c in cells if c["pairing"] == pairing
@@ -222,7 +267,7 @@ def summarize(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 stats[kind] = spread(vals)
             t, r = stats["tuffdb"]["median"], stats["redis"]["median"]
             ratio = round(t / r, 3) if t and r else None
-            target = TARGETS.get((pairing, pipeline), {}).get(test)
+            target = targets.get((pairing, pipeline), {}).get(test)
             rows.append({"pairing": pairing, "pipeline": pipeline, "test": test,
                          "tuffdb_rps": stats["tuffdb"], "redis_rps": stats["redis"],
                          "ratio": ratio, "target_ratio": target,

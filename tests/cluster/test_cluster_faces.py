@@ -74,7 +74,8 @@ def test_every_face_on_a_cluster_and_a_leader_killed(cluster: ServerCluster) -> 
     assert master.set("via-sentinel", "1")
     acked["via-sentinel"] = "1"
 
-    # UmaDB: an append sent to a follower is forwarded and answered as the leader would.
+    # UmaDB: an append sent to a follower is forwarded and answered as the leader would,
+    # once that follower applied it (the writer reads its write there).
     uc = umadb.Client(url=f1.grpc_url)
     pos = uc.append([umadb.Event(event_type="Made", data=b"e1", tags=["t:1"])])
     assert pos == 1
@@ -92,9 +93,10 @@ def test_every_face_on_a_cluster_and_a_leader_killed(cluster: ServerCluster) -> 
                    timeout=30)
     assert r.status_code == 200, r.text
     uid = r.json()["id"]
-    got = httpx.get(f"{leader.http_url}/api/find/users/{uid}", headers=hdr, timeout=30)
-    assert got.status_code == 200
-    assert got.json()["name"]["value"] == "Ada"
+    for node in (f2, leader):  # the writer reads its write through the node it wrote to
+        got = httpx.get(f"{node.http_url}/api/find/users/{uid}", headers=hdr, timeout=30)
+        assert got.status_code == 200, (node.node_id, got.text)
+        assert got.json()["name"]["value"] == "Ada"
 
     # The leader dies: a follower takes over with every acknowledged write. (The umadb
     # clients are made first: one made after this process reaps a child fails its first

@@ -26,6 +26,7 @@ import pytest
 from tuffdb import _format
 from tuffdb._format import kv as kv_format
 from tuffdb._format import record as record_format
+from tuffdb._format import resp as resp_format
 from tuffdb._format import segment as segment_format
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "format"
@@ -123,7 +124,17 @@ BINDINGS: dict[str, list[Binding]] = {
                 kv_format.TRAILER_SIZE),
         Binding(("n", "n_ttl"), kv_format.HINT_HEAD, kv_format.HINT_HEAD.size),
     ],
+    "resp.md": [
+        Binding(("tag", "id", "size"), resp_format.META, resp_format.META_SIZE, resp_format),
+        Binding(("tag", "id", "size", "head", "tail"), resp_format.LIST_META,
+                resp_format.LIST_META_SIZE, resp_format),
+        Binding(("tag", "id", "length", "last_ms", "last_seq", "maxdel_ms", "maxdel_seq",
+                 "entries_added"), resp_format.STREAM_META, resp_format.STREAM_META_SIZE,
+                resp_format),
+    ],
 }
+# The RESP layout is the one big-endian layout (its integers sort bytewise in keys).
+BIG_ENDIAN_DOCS = {"resp.md"}
 # Field tables of other faces' formats, checked by their own tests (not KV storage).
 UNBOUND_OK = {"events-log.md", "events-index.md"}
 
@@ -131,7 +142,7 @@ UNBOUND_OK = {"events-log.md", "events-index.md"}
 def _layout(layout: struct.Struct | list[tuple[str, str]]) -> list[tuple[int, int, str]]:
     """(offset, size, type) per field of a little-endian struct or a NumPy dtype."""
     if isinstance(layout, struct.Struct):
-        assert layout.format[0] == "<", "on-disk structs are little-endian, unpadded"
+        assert layout.format[0] in "<>", "on-disk structs have an explicit byte order, unpadded"
         out = []
         offset = 0
         for count, code in re.findall(r"(\d*)([a-zA-Z])", layout.format[1:]):
@@ -173,6 +184,9 @@ def test_every_field_table_is_bound_to_a_codec() -> None:
 def test_field_table_matches_the_codec(table: Table) -> None:
     binding = _binding_for(table)
     assert binding is not None
+    if isinstance(binding.layout, struct.Struct):
+        expected = ">" if table.doc in BIG_ENDIAN_DOCS else "<"
+        assert binding.layout.format[0] == expected, f"{table.doc}: byte order"
     layout = _layout(binding.layout)
     fixed = [r for r in table.rows if r.size is not None]
     assert len(fixed) == len(layout), f"doc: {len(fixed)} fixed-size fields, code: {len(layout)}"

@@ -441,6 +441,8 @@ class EtcdClient:
               prev_kv: bool = False, idle_timeout: float | None = None) -> Watch:
         """Watch ``key`` (or the keys under it) from ``start_revision`` (0: from now on).
 
+        Returns once etcd has confirmed the watch (so no later change is missed), within
+        the client's ``timeout`` (:class:`~tuffdb.errors.CoordinationUnavailable` if not).
         Iterate the returned :class:`Watch` for :class:`WatchResponse` messages. The stream
         ends only by :meth:`Watch.cancel`; anything else raises. ``idle_timeout`` makes a
         watch that hears nothing for that long raise
@@ -518,22 +520,87 @@ def _error(path: str, url: str, raw: dict[str, Any]) -> CoordinationError:
 
 
 class Watch:
-    """A running watch: iterate it for :class:`WatchResponse`; :meth:`cancel` from any thread.
+    """A watch etcd has confirmed: iterate it for :class:`WatchResponse`; :meth:`cancel`
+    from any thread.
 
-    Raises :class:`~tuffdb.errors.CoordinationUnavailable` when the stream breaks (etcd
-    died, the connection dropped) or stays silent past ``idle_timeout``, and
-    :class:`~tuffdb.errors.CoordinationError` (with ``compact_revision``) when the start
-    revision was compacted away or etcd cancelled the watch.
+    Created by :meth:`EtcdClient.watch`, which returns only once etcd has confirmed the
+    watch (within the client's ``timeout``): every change after ``start_revision`` will be
+    delivered. Iterating raises :class:`~tuffdb.errors.CoordinationUnavailable` when the
+    stream breaks (etcd died, the connection dropped) or stays silent past
+    ``idle_timeout``, and :class:`~tuffdb.errors.CoordinationError` (with
+    ``compact_revision``) when the start revision was compacted away or etcd cancelled
+    the watch. Only :meth:`cancel` ends the iteration quietly.
     """
 
     def __init__(self, client: EtcdClient, body: dict[str, Any],
                  idle_timeout: float | None) -> None:
-        self._client = client
-        self._body = body
-        self._idle_timeout = idle_timeout
         self._cancelled = threading.Event()
         self._socket: socket.socket | None = None
-        self.revision = 0  # the revision of the last message received
+        self._stack = contextlib.ExitStack()
+        self.revision = 0  # the store's revision at the last message received
+        try:
+            self._messages = self._establish(client, body, idle_timeout)
+        except httpx.TransportError as exc:
+            self._stack.close()
+            raise CoordinationUnavailable(f"etcd did not confirm a watch within "
+                                          f"{client.timeout} s: {exc!r}") from exc
+        except BaseException:
+            self._stack.close()
+            raise
+        self.start_revision = self.revision  # changes after this one will be seen
+
+    def _establish(self, client: EtcdClient, body: dict[str, Any],
+                   idle_timeout: float | None) -> Iterator[dict[str, Any]]:
+        """Open the stream on the first endpoint that accepts it and read etcd's
+        confirmation (bounded by the client's timeout; later reads by ``idle_timeout``)."""
+        failures = []
+        for step in range(len(client.endpoints)):
+            index = (client._current + step) % len(client.endpoints)  # noqa: SLF001
+            url = client.endpoints[index] + "/v3/watch"
+            try:
+                response = self._stack.enter_context(client._http.stream(  # noqa: SLF001
+                    "POST", url, json=body, timeout=client.timeout))
+                break
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+                failures.append(f"{url}: {exc!r}")  # a watch applies nothing: try the next
+        else:
+            raise CoordinationUnavailable(f"no etcd endpoint accepted a watch: "
+                                          f"{'; '.join(failures)}")
+        stream = response.extensions.get("network_stream")
+        self._socket = stream.get_extra_info("socket") if stream is not None else None
+        if response.status_code != 200:
+            raise _error("/v3/watch", url, _json_bytes(response.read()))
+        # The gateway sends its headers with etcd's first message (the confirmation), so
+        # the client's timeout bounded the wait for it. The body's reads take their
+        # timeout when the body is first read (httpcore): from here on, idle_timeout.
+        response.request.extensions["timeout"]["read"] = idle_timeout
+        messages = self._results(url, response)
+        for result in messages:
+            if result.get("created"):
+                break
+        return messages
+
+    def _results(self, url: str, response: httpx.Response) -> Iterator[dict[str, Any]]:
+        """Each ``result`` of the stream; errors and cancellations raise."""
+        for line in response.iter_lines():
+            if not line.strip():
+                continue
+            raw = _json_bytes(line.encode())
+            if "error" in raw:
+                raise _error("/v3/watch", url, raw)
+            result: dict[str, Any] = raw.get("result", {})
+            self.revision = max(self.revision, _revision(result))
+            if result.get("canceled"):
+                compacted = _int(result.get("compact_revision"))
+                reason = result.get("cancel_reason") or (
+                    f"{COMPACTED} (compacted up to {compacted})" if compacted else "")
+                raise CoordinationError(f"etcd cancelled the watch: {reason}",
+                                        code=GRPC_OUT_OF_RANGE if compacted else None,
+                                        compact_revision=compacted or None)
+            yield result
+        if not self.cancelled:
+            raise CoordinationUnavailable(f"etcd ended the watch stream at revision "
+                                          f"{self.revision}")
 
     def cancel(self) -> None:
         """End the watch: the iterating thread's loop ends without an error."""
@@ -549,63 +616,21 @@ class Watch:
 
     def __iter__(self) -> Iterator[WatchResponse]:
         try:
-            yield from self._stream()
-        except httpx.TransportError as exc:
-            if self.cancelled:
-                return
-            raise CoordinationUnavailable(
-                f"etcd watch stream broke at revision {self.revision}: {exc!r}") from exc
-
-    def _open(self, stack: contextlib.ExitStack) -> tuple[str, httpx.Response]:
-        """The response of the first endpoint that accepts the connection (a watch applies
-        nothing, so any endpoint will do)."""
-        client = self._client
-        timeout = httpx.Timeout(client.timeout, read=self._idle_timeout)
-        failures = []
-        for step in range(len(client.endpoints)):
-            index = (client._current + step) % len(client.endpoints)  # noqa: SLF001
-            url = client.endpoints[index] + "/v3/watch"
-            try:
-                return url, stack.enter_context(client._http.stream(  # noqa: SLF001
-                    "POST", url, json=self._body, timeout=timeout))
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-                failures.append(f"{url}: {exc!r}")
-        raise CoordinationUnavailable(f"no etcd endpoint accepted a watch: {'; '.join(failures)}")
-
-    def _stream(self) -> Iterator[WatchResponse]:
-        with contextlib.ExitStack() as stack:
-            url, response = self._open(stack)
-            stream = response.extensions.get("network_stream")
-            self._socket = stream.get_extra_info("socket") if stream is not None else None
-            if self.cancelled:
-                return
-            if response.status_code != 200:
-                raise _error("/v3/watch", url, _json_bytes(response.read()))
-            for line in response.iter_lines():
-                if not line.strip():
-                    continue
-                raw = _json_bytes(line.encode())
-                if "error" in raw:
-                    raise _error("/v3/watch", url, raw)
-                result = raw.get("result", {})
-                self.revision = max(self.revision, _revision(result))
-                if result.get("canceled"):
-                    compacted = _int(result.get("compact_revision"))
-                    reason = result.get("cancel_reason") or (
-                        f"{COMPACTED} (compacted up to {compacted})" if compacted else "")
-                    raise CoordinationError(f"etcd cancelled the watch: {reason}",
-                                            code=GRPC_OUT_OF_RANGE if compacted else None,
-                                            compact_revision=compacted or None)
-                if result.get("created"):
-                    continue
+            for result in self._messages:
                 yield WatchResponse(self.revision, tuple(
                     Event("DELETE" if e.get("type") == "DELETE" else "PUT",
                           KeyValue.decode(e.get("kv", {})),
                           KeyValue.decode(e["prev_kv"]) if e.get("prev_kv") else None)
                     for e in result.get("events") or ()))
-        if not self.cancelled:
-            raise CoordinationUnavailable(f"etcd ended the watch stream at revision "
-                                          f"{self.revision}")
+        except httpx.TransportError as exc:
+            if not self.cancelled:
+                raise CoordinationUnavailable(
+                    f"etcd watch stream broke at revision {self.revision}: {exc!r}") from exc
+        except CoordinationUnavailable:
+            if not self.cancelled:
+                raise
+        finally:
+            self._stack.close()
 
 
 def _json_bytes(data: bytes) -> dict[str, Any]:

@@ -175,6 +175,7 @@ class ReplicationClient:
         self._stop = threading.Event()
         self._sock: socket.socket | None = None
         self._saved = 0
+        self._applied = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="tuffdb-repl-follow",
                                         daemon=True)
 
@@ -183,6 +184,8 @@ class ReplicationClient:
 
     def stop(self) -> None:
         self._stop.set()
+        with self._applied:
+            self._applied.notify_all()
         sock = self._sock
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -190,6 +193,13 @@ class ReplicationClient:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=10)
         self._save()
+
+    def wait_applied(self, lsn: int, timeout_s: float) -> bool:
+        """Block until the rounds up to ``lsn`` are applied here (readable), or the
+        timeout passes (False)."""
+        with self._applied:
+            return self._applied.wait_for(lambda: self.state.lsn >= lsn or self._stop.is_set(),
+                                          timeout_s) and self.state.lsn >= lsn
 
     def lag(self) -> tuple[int, float]:
         """(rounds behind the leader's last known LSN, seconds behind its clock)."""
@@ -285,7 +295,9 @@ class ReplicationClient:
                 for store in touched:
                     self.appliers[store].flush()
                 touched.clear()
-                state.lsn = applied
+                with self._applied:
+                    state.lsn = applied
+                    self._applied.notify_all()
                 wire.send(sock, Msg.ACK, {"lsn": applied})
                 since_ack = 0
                 now = time.monotonic()

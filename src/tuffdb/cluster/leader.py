@@ -132,6 +132,9 @@ class ReplicationServer:
                 reply, out = {"code": 14, "message": "not the leader any more"}, b""
             else:
                 reply, out = handler(header, blob)
+                # Every round written so far covers this request's write: the follower
+                # answers its client once it applied this far (it reads its own writes).
+                reply = {**reply, "lsn": self.seq.last_lsn}
             wire.send(conn, Msg.FORWARD_REPLY, reply, out)
             msg, header, blob = wire.recv(conn)
             if msg != Msg.FORWARD:

@@ -41,9 +41,9 @@ from typing import Any
 
 from tuffdb import metrics
 from tuffdb.cluster import state as node_state
+from tuffdb.cluster import wire
 from tuffdb.cluster.appliers import Applier
 from tuffdb.cluster.etcd import Compare, EtcdClient, Op
-from tuffdb.cluster import wire
 from tuffdb.cluster.follower import ReplicationClient, connect, fetch_snapshot
 from tuffdb.cluster.leader import ReplicationServer, SnapshotFile
 from tuffdb.cluster.sequencer import Lease, Sequencer
@@ -210,6 +210,22 @@ class Node:
         port = leader.get("ports", {}).get(face)
         return f"{leader.get('advertise')}:{port}" if port else None
 
+    def last_lsn(self) -> int:
+        """The last round this node wrote (leader) or applied (follower)."""
+        seq = self.sequencer
+        return seq.last_lsn if seq is not None else self.state.lsn
+
+    def read_own_write(self, lsn: int) -> None:
+        """On a follower, after the leader answered a write forwarded through it with
+        ``lsn`` (every round covering that write): wait until this node applied that far,
+        so the client that wrote reads its write here. Bounded by the confirm timeout (a
+        follower cut off from the stream answers anyway: the write itself is safe)."""
+        client = self.client
+        if client is not None and lsn > self.state.lsn:
+            if not client.wait_applied(lsn, max(1.0, self.config.confirm_timeout_ms / 1000)):
+                log.warning("a forwarded write answered before this follower applied it",
+                            lsn=lsn, applied=self.state.lsn)
+
     def not_leader(self, face: str) -> NotLeaderError:
         return NotLeaderError("this node is a read-only follower", self.leader_address(face))
 
@@ -273,6 +289,9 @@ class Node:
                 return {"code": 14, "message": f"the leader cannot be reached: {exc}"}, b""
             with self._forward_lock:
                 self._forward_idle.setdefault(address, []).append(sock)
+            lsn = header.get("lsn")
+            if isinstance(lsn, int):
+                self.read_own_write(lsn)
             return header, out
         return {"code": 14, "message": "unreachable"}, b""  # pragma: no cover
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import queue
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from itertools import chain
 from typing import TYPE_CHECKING
@@ -50,20 +50,33 @@ class Settled:
     """The part of a Future the writer and a single-threaded caller use, without its lock
     and condition (a request committed on the caller's thread: ``commit_now``)."""
 
-    __slots__ = ("_exc", "_res")
+    __slots__ = ("_exc", "_on_done", "_res")
 
     def __init__(self) -> None:
         self._res: int | None = None
         self._exc: BaseException | None = None
+        self._on_done: Callable[[], None] | None = None
 
     def done(self) -> bool:
         return self._res is not None or self._exc is not None
 
     def set_result(self, res: int) -> None:
         self._res = res
+        if self._on_done is not None:
+            self._on_done()
 
     def set_exception(self, exc: BaseException) -> None:
         self._exc = exc
+        if self._on_done is not None:
+            self._on_done()
+
+    def on_done(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` once this is settled (at once if it is): for a request a cluster
+        leader settles later, on its confirmer thread. ``fn`` may run twice when the two
+        threads race (set before the other looked): it must be idempotent."""
+        self._on_done = fn
+        if self.done():
+            fn()
 
     def exception(self) -> BaseException | None:
         return self._exc

@@ -53,6 +53,7 @@ def run(store: KVStore) -> None:
                 store._poison.set(exc)
                 with store._lock:
                     store._space_cv.notify_all()
+            fold_touched(store)
             continue
         for what, _arg, fut in requests:
             try:
@@ -73,6 +74,7 @@ def run(store: KVStore) -> None:
                     recount_live_bytes(store)
                     recounted = True
                 sweep_expired(store)
+                fold_touched(store)
                 now_seen = store.activity()
                 if store._background_compaction and not store._poison:
                     merge.compact_background(store, busy=now_seen != seen)
@@ -172,6 +174,28 @@ def recount_live_bytes(store: KVStore) -> None:
             live[sid] = get(sid, 0) + (loc & _VALUE_MASK)
         for s in store._cold_order:
             s.live_bytes = live.get(s.id, 0)
+
+
+FOLD_CHUNK = 4096  # keys folded into the ordered view per hold of the store lock
+
+
+def fold_touched(store: KVStore) -> None:
+    """Fold the keys written since into the ordered view, a chunk per lock hold.
+
+    Once the view exists every write adds its key to ``_touched``; an ordered read folds
+    what is there before it reads. Left to the reads, a read after a long write burst
+    would fold millions of keys in one go (seconds, on whatever thread reads: a server's
+    event loop). Folding here, after each spill and on each periodic tick, keeps what a
+    read has to fold small.
+    """
+    while True:
+        with store._lock:
+            if store._ordered is None or store._closed or not store._touched:
+                return
+            touched = store._touched
+            chunk = [touched.pop() for _ in range(min(FOLD_CHUNK, len(touched)))]
+            store._fold_locked(chunk)
+        time.sleep(0)  # let the writers and readers waiting for the lock or the GIL in
 
 
 def sweep_expired(store: KVStore) -> None:

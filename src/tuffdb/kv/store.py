@@ -58,7 +58,17 @@ from tuffdb.storage.shipping import Shipper
 from tuffdb.storage.spare import Spares
 
 DURABILITY_MODES = ("always", "interval", "none")
-SCAN_CHUNK = 256  # first chunk of keys an ordered scan takes under the lock
+SCAN_CHUNK = 16  # first chunk of keys an ordered scan takes under the lock (x4 each next)
+
+
+class _KeepTTL:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "KEEP_TTL"
+
+
+KEEP_TTL = _KeepTTL()  # write_batch: the put keeps the key's current TTL (if any)
 # Invariant: the literals in get() and _load_block() are these layout constants.
 assert (SEGMENT_SHIFT, BLOCK_SHIFT, BLOCK_BITS, VALUE_BITS, OFFSET_BITS) == (80, 48, 32, 28, 20)
 
@@ -66,6 +76,19 @@ assert (SEGMENT_SHIFT, BLOCK_SHIFT, BLOCK_BITS, VALUE_BITS, OFFSET_BITS) == (80,
 # What the API takes (and converts to bytes: a str key is UTF-8 encoded).
 KeyLike = bytes | bytearray | memoryview | str
 ValueLike = bytes | bytearray | memoryview
+
+
+def prefix_range(prefix: bytes, start: bytes | None,
+                 end: bytes | None) -> tuple[bytes, bytes | None]:
+    """The [lo, hi) key range a scan with these bounds covers (hi None: no upper bound)."""
+    lo = max(prefix, start) if start is not None else prefix
+    hi = end
+    if prefix:
+        stripped = prefix.rstrip(b"\xff")
+        if stripped:
+            after = stripped[:-1] + bytes([stripped[-1] + 1])
+            hi = after if hi is None else min(hi, after)
+    return lo, hi
 
 
 def _as_bytes(x: Any, what: str) -> bytes:
@@ -188,6 +211,9 @@ class KVStore(MutableMapping[bytes, bytes]):
         except BaseException:
             self._dirlock.release()
             raise
+        # Recovery appends expiries in file order: make it a heap (sweep_expired pops the
+        # earliest; _expired_between walks the entries already due from the top).
+        heapq.heapify(self._expiry_heap)
         self._next_id = next_id + 1
         self._active = HotSegment(next_id, logged=self._logged)
         if self._logged:
@@ -305,7 +331,10 @@ class KVStore(MutableMapping[bytes, bytes]):
                 self._seal_locked()
 
     def _put_ttl(self, seg: HotSegment, key: bytes, value: bytes, ttl: float) -> None:
-        exp = self._now_ms() + max(1, int(ttl * 1000))
+        self._put_exp(seg, key, value, self._now_ms() + max(1, int(ttl * 1000)))
+
+    def _put_exp(self, seg: HotSegment, key: bytes, value: bytes, exp: int) -> None:
+        """A put that expires at ``exp`` (ms since the epoch)."""
         seg.index[key] = value
         seg.expiry[key] = exp
         self._expiry[key] = exp
@@ -457,6 +486,81 @@ class KVStore(MutableMapping[bytes, bytes]):
         if sync or (sync is None and self._durability == "always"):
             self._wait(ticket)
         return n
+
+    def write_batch(self, ops: Iterable[tuple[Any, ...]], *, sync: bool | None = None) -> None:
+        """Apply puts and deletes atomically: one lock round, one hot segment, one group
+        commit, so after a crash either every operation is there or none is.
+
+        Each op is ``(key, value)`` (a put; any TTL the key had is dropped), ``(key, None)``
+        (a delete; a tombstone is written whether or not the key exists) or
+        ``(key, value, ttl)`` with ``ttl`` in seconds (``<= 0``: the key ends up deleted) or
+        :data:`KEEP_TTL` (the key keeps the TTL it has, if any). Later ops on a key win.
+
+        :raises LimitExceeded: a key or value over the limits (nothing is written).
+        :raises PoisonedError: an earlier write or fsync failed.
+        """
+        norm: list[tuple[bytes, bytes | None, float | None, bool]] = []
+        for op in ops:
+            rk = op[0]
+            k = rk if type(rk) is bytes else _as_bytes(rk, "key")
+            rv = op[1]
+            v = None if rv is None else rv if type(rv) is bytes else _as_bytes(rv, "value")
+            if len(k) > MAX_KEY_SIZE or (v is not None and len(v) > MAX_VALUE_SIZE):
+                self._too_big(k, v or b"")
+            keep = False
+            ttl: float | None = None
+            if len(op) > 2:  # noqa: PLR2004
+                if op[2] is KEEP_TTL:
+                    keep = True
+                elif op[2] is not None:
+                    ttl = float(op[2])
+                    if ttl <= 0:
+                        v = None
+            norm.append((k, v, ttl, keep))
+        if not norm:
+            return
+        with self._lock:
+            self._check_writable()
+            # As put_many: one segment, no seal inside the loop, drained under this lock.
+            seg = self._active
+            index = seg.index
+            pending = seg.pending
+            expiry = self._expiry
+            now = self._now_ms()
+            added = 0
+            for k, v, ttl, keep in norm:
+                if v is None:
+                    index[k] = TOMBSTONE
+                    if pending is not None:
+                        seg.mixed = True  # IMPORTANT: before the append (see _tombstone_locked)
+                        pending += (k, None)
+                    if expiry:
+                        self._clear_expiry(seg, k)
+                    added += len(k) + RECORD_OVERHEAD_BYTES
+                    continue
+                exp = 0
+                if keep:
+                    kept = expiry.get(k) if expiry else None
+                    exp = 0 if kept is None else kept  # already past: the put is expired
+                elif ttl is not None:
+                    exp = now + max(1, int(ttl * 1000))
+                if exp:
+                    self._put_exp(seg, k, v, exp)
+                else:
+                    index[k] = v
+                    if pending is not None:
+                        pending += (k, v)
+                    if expiry:
+                        self._clear_expiry(seg, k)
+                added += len(k) + len(v) + RECORD_OVERHEAD_BYTES
+            seg.bytes += added
+            if self._ordered is not None:
+                self._touched.update(op[0] for op in norm)
+            if seg.bytes >= self._hot_bytes:
+                self._seal_locked()
+            ticket = self._committer.ticket()
+        if sync or (sync is None and self._durability == "always"):
+            self._wait(ticket)
 
     def _tombstone_locked(self, k: bytes, *, wait: bool = True) -> None:
         seg = self._active
@@ -735,95 +839,176 @@ class KVStore(MutableMapping[bytes, bytes]):
                 return v is not TOMBSTONE
         return key in self._keydir
 
-    def _ordered_keys(self, lo: bytes, hi: bytes | None, limit: int) -> list[bytes]:
-        """Up to ``limit`` keys in [lo, hi) in order (a snapshot; some may have been deleted
-        meanwhile).
+    def _ordered_view(self) -> SortedList:
+        """The ordered view of the keys, current with every write so far. Hold the lock.
 
         The first call sorts every key once (O(n log n)); later calls first fold in the keys
         written or deleted since (O(m log n) for m touched keys), so ordered reads under a
-        write load cost what the writes did, not a re-sort.
+        write load cost what the writes did, not a re-sort. Keys whose TTL has passed but
+        that the expiry sweep has not yet deleted may still be in it (see _expired_between).
         """
+        ordered = self._ordered
+        if ordered is None:
+            # IMPORTANT: publish the (empty) view before the snapshot, so that a write
+            # landing after the snapshot is recorded in _touched and folded in below.
+            ordered = self._ordered = SortedList()
+            keys = set(self._keydir)
+            for d in reversed(self._chain):
+                # d.copy(), not list(d.items()): building the item tuples can run the
+                # cyclic GC, whose finalizers may let a writer thread resize d mid-list
+                # (RuntimeError); a dict copy allocates nothing per item.
+                for k, v in d.copy().items():
+                    if v is TOMBSTONE:
+                        keys.discard(k)
+                    else:
+                        keys.add(k)
+            ordered.update(keys)
+        if self._touched:
+            touched = list(self._touched)  # writers only add, so this is safe to drain
+            self._fold_locked(touched)
+            self._touched.difference_update(touched)
+        return ordered
+
+    def _fold_locked(self, keys: list[bytes]) -> None:
+        """Bring the ordered view up to date for ``keys`` (written or deleted). Hold the
+        lock; the background thread folds in chunks (background.fold_touched)."""
+        ordered = self._ordered
+        if ordered is None:
+            return
+        live = self._exists_unlocked
+        now = self._now_ms()
+        for k in keys:
+            if live(k, now):
+                if k not in ordered:
+                    ordered.add(k)
+            else:
+                ordered.discard(k)
+
+    def _expired_between(self, ordered: SortedList, lo: bytes, hi: bytes | None) -> list[int]:
+        """Positions in ``ordered`` of keys in [lo, hi) whose TTL has passed (sorted).
+
+        They are the keys at the top of the expiry heap, usually few: the background
+        sweep deletes them within ``expiry_interval_s``. The heap is walked as a tree,
+        visiting only entries already due, so the cost is the number of due entries.
+        """
+        heap = self._expiry_heap
+        if not heap or heap[0][0] > self._now_ms():
+            return []
+        now = self._now_ms()
+        expiry = self._expiry
+        out: set[int] = set()  # a key pushed twice with the same expiry counts once
+        stack = [0]
+        while stack:
+            i = stack.pop()
+            try:
+                exp, k = heap[i]
+            except IndexError:  # a writer thread pushed or popped meanwhile
+                continue
+            if exp > now:
+                continue
+            stack.append(2 * i + 1)
+            stack.append(2 * i + 2)
+            if expiry.get(k) == exp and k >= lo and (hi is None or k < hi):
+                pos = ordered.bisect_left(k)
+                if pos < len(ordered) and ordered[pos] == k:
+                    out.add(pos)
+        return sorted(out)
+
+    def _ordered_keys(self, lo: bytes, hi: bytes | None, limit: int, *, reverse: bool = False,
+                      skip: int = 0) -> list[bytes]:
+        """Up to ``limit`` keys in [lo, hi) in order (a snapshot; some may have been deleted
+        meanwhile), after the first ``skip`` live ones (positional: O(log n))."""
         self._require_open()
         with self._lock:
-            ordered = self._ordered
-            now = self._now_ms()
-            if ordered is None:
-                # IMPORTANT: publish the (empty) view before the snapshot, so that a write
-                # landing after the snapshot is recorded in _touched and folded in below.
-                ordered = self._ordered = SortedList()
-                keys = set(self._keydir)
-                for d in reversed(self._chain):
-                    # d.copy(), not list(d.items()): building the item tuples can run the
-                    # cyclic GC, whose finalizers may let a writer thread resize d mid-list
-                    # (RuntimeError); a dict copy allocates nothing per item.
-                    for k, v in d.copy().items():
-                        if v is TOMBSTONE:
-                            keys.discard(k)
-                        else:
-                            keys.add(k)
-                ordered.update(keys)
-            if self._touched:
-                touched = list(self._touched)  # writers only add, so this is safe to drain
-                live = self._exists_unlocked
-                for k in touched:
-                    if live(k, now):
-                        if k not in ordered:
-                            ordered.add(k)
-                    else:
-                        ordered.discard(k)
-                self._touched.difference_update(touched)
-            return list(islice(ordered.irange(lo, hi, inclusive=(True, False)), limit))
+            ordered = self._ordered_view()
+            if skip > 0:
+                lo_i = ordered.bisect_left(lo)
+                hi_i = len(ordered) if hi is None else ordered.bisect_left(hi)
+                dead = self._expired_between(ordered, lo, hi)
+                if not reverse:
+                    pos = lo_i + skip
+                    for d in dead:  # ascending: each dead key before pos moves it one on
+                        if d < pos:
+                            pos += 1
+                    if pos >= hi_i:
+                        return []
+                    lo = ordered[pos]
+                else:
+                    pos = hi_i - skip  # keys at positions < pos remain
+                    for d in reversed(dead):
+                        if d >= pos:
+                            pos -= 1
+                    if pos <= lo_i:
+                        return []
+                    hi = ordered[pos]
+            return list(islice(ordered.irange(lo, hi, inclusive=(True, False), reverse=reverse),
+                               limit))
 
-    def _ordered_iter(self, prefix: bytes, start: bytes | None,
-                      end: bytes | None) -> Iterator[bytes]:
+    def _ordered_iter(self, prefix: bytes, start: bytes | None, end: bytes | None, *,
+                      reverse: bool = False, skip: int = 0) -> Iterator[bytes]:
         """Keys in order, fetched in chunks so a short scan costs O(chunk log n)."""
         lo, hi = self._prefix_range(prefix, start, end)
         chunk = SCAN_CHUNK
         while True:
-            keys = self._ordered_keys(lo, hi, chunk)
+            keys = self._ordered_keys(lo, hi, chunk, reverse=reverse, skip=skip)
+            skip = 0
             for k in keys:
                 if k.startswith(prefix):
                     yield k
             if len(keys) < chunk:
                 return
-            lo = keys[-1] + b"\x00"  # the smallest key after the last one
+            if reverse:
+                hi = keys[-1]  # exclusive: the next chunk ends just before the last one
+            else:
+                lo = keys[-1] + b"\x00"  # the smallest key after the last one
             chunk = min(chunk * 4, 1 << 16)
 
     def _prefix_range(self, prefix: bytes, start: bytes | None,
                       end: bytes | None) -> tuple[bytes, bytes | None]:
-        lo = max(prefix, start) if start is not None else prefix
-        hi = end
-        if prefix:
-            stripped = prefix.rstrip(b"\xff")
-            if stripped:
-                after = stripped[:-1] + bytes([stripped[-1] + 1])
-                hi = after if hi is None else min(hi, after)
-        return lo, hi
+        return prefix_range(prefix, start, end)
 
     def scan_keys(self, prefix: bytes = b"", start: bytes | None = None,
-                  end: bytes | None = None) -> Iterator[bytes]:
+                  end: bytes | None = None, *, reverse: bool = False,
+                  skip: int = 0) -> Iterator[bytes]:
         """Live keys in key order (``prefix`` match, ``start`` <= key < ``end``), without
-        reading values."""
+        reading values; ``reverse`` walks from the end; ``skip`` passes over that many
+        live keys first in O(log n) (a seek by position)."""
         live = self._exists_unlocked
         now = self._now_ms()
-        for k in self._ordered_iter(prefix, start, end):
+        for k in self._ordered_iter(prefix, start, end, reverse=reverse, skip=skip):
             if live(k, now):
                 yield k
 
     def scan(self, prefix: bytes = b"", start: bytes | None = None,
-             end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-        """(key, value) pairs in key order: ``prefix`` match, ``start`` <= key < ``end``."""
+             end: bytes | None = None, *, reverse: bool = False,
+             skip: int = 0) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) pairs in key order: ``prefix`` match, ``start`` <= key < ``end``
+        (a seek: O(log n) to the first key); ``reverse`` and ``skip`` as in scan_keys."""
         get = self.get
-        for k in self._ordered_iter(prefix, start, end):
+        for k in self._ordered_iter(prefix, start, end, reverse=reverse, skip=skip):
             v = get(k)
             if v is not None:
                 yield k, v
+
+    def count(self, prefix: bytes = b"", start: bytes | None = None,
+              end: bytes | None = None) -> int:
+        """How many live keys ``scan`` would yield, in O(log n) (plus the keys whose TTL
+        passed moments ago and are not yet swept) once the ordered view exists."""
+        lo, hi = self._prefix_range(prefix, start, end)
+        if hi is not None and hi <= lo:
+            return 0
+        self._require_open()
+        with self._lock:
+            ordered = self._ordered_view()
+            n = (len(ordered) if hi is None else ordered.bisect_left(hi)) \
+                - ordered.bisect_left(lo)
+            return n - len(self._expired_between(ordered, lo, hi))
 
     def __iter__(self) -> Iterator[bytes]:
         return self.scan_keys()
 
     def __len__(self) -> int:
-        return sum(1 for _ in self.scan_keys())
+        return self.count()
 
     def __getitem__(self, key: bytes) -> bytes:
         v = self.get(key)

@@ -32,6 +32,7 @@ except ImportError as exc:  # pragma: no cover (the message is checked by the pa
                       name=exc.name) from exc
 
 from tuffdb.errors import ClosedError, LimitExceeded, NotFoundError
+from tuffdb.kv.store import KEEP_TTL
 from tuffdb.storage.spare import is_spare
 from tuffdb.testing.models import KVModel
 
@@ -78,6 +79,9 @@ _CALLS_AFTER_CLOSE: dict[str, Callable[[Any], object]] = {
     "persist": lambda s: s.persist(b"k"),
     "ttl": lambda s: s.ttl(b"k"),
     "scan": lambda s: list(s.scan()),
+    "scan_reverse": lambda s: list(s.scan(reverse=True)),
+    "count": lambda s: s.count(),
+    "write_batch": lambda s: s.write_batch([(b"k", b"v"), (b"j", None)]),
     "len": len,
     "iter": list,
     "getitem": lambda s: s[b"k"],
@@ -146,6 +150,7 @@ class KVStoreConformance(abc.ABC):
         """The store's whole visible content equals the model's."""
         live = model.live()
         assert list(store.scan()) == sorted(live.items())
+        assert list(store.scan(reverse=True)) == sorted(live.items(), reverse=True)
         assert len(store) == len(live)
         assert list(store) == sorted(live)
         keys = sorted(live)
@@ -429,6 +434,91 @@ class KVStoreConformance(abc.ABC):
         store = self.reopen(store)
         assert [k for k, _ in store.scan(prefix=b"k")] == sorted(keys)
         assert len(list(store.scan(start=b"k" + b"\x00" * 700, end=b"k\x00\x01"))) == 600
+
+    def test_reverse_scan_walks_the_same_range_backwards(self, store: Any) -> None:
+        items = self._fill_letters(store)
+        assert list(store.scan(reverse=True)) == sorted(items.items(), reverse=True)
+        assert [k for k, _ in store.scan(prefix=b"ab", reverse=True)] == [b"abd", b"abc", b"ab"]
+        assert [k for k, _ in store.scan(start=b"abd", end=b"ba", reverse=True)] == [
+            b"b", b"ac", b"abd"]
+        assert list(store.scan_keys(prefix=b"a", start=b"abc", end=b"ac", reverse=True)) == [
+            b"abd", b"abc"]
+        assert list(store.scan(start=b"c", end=b"a", reverse=True)) == []
+
+    def test_reverse_scan_pages_through_every_tier(self, store: Any) -> None:
+        keys = [b"r-%05d" % i for i in range(1500)]  # more than one chunk of the ordered view
+        store.put_many((k, k) for k in keys[::2])
+        store.sync()
+        store.put_many((k, k) for k in keys[1::2])
+        store.delete(b"r-00700")
+        expected = [k for k in reversed(keys) if k != b"r-00700"]
+        assert list(store.scan_keys(prefix=b"r-", reverse=True)) == expected
+        store = self.reopen(store)
+        assert list(store.scan_keys(prefix=b"r-", reverse=True)) == expected
+
+    def test_count_is_what_a_scan_of_the_same_range_yields(self, store: Any) -> None:
+        items = self._fill_letters(store)
+        assert store.count() == len(items) == len(store)
+        assert store.count(prefix=b"ab") == 3
+        assert store.count(start=b"abd", end=b"ba") == 3
+        assert store.count(prefix=b"a", start=b"abc", end=b"ac") == 2
+        assert store.count(start=b"c", end=b"a") == 0
+        assert store.count(prefix=b"zz") == 0
+        store.delete(b"abc")
+        store.put(b"abe", b"new")
+        assert store.count(prefix=b"ab") == 3
+        store.put(b"abf", b"short-lived", ttl=0.05)
+        assert store.count(prefix=b"ab") == 4
+        sleep_past(time.time() + 0.06)
+        assert store.count(prefix=b"ab") == len(list(store.scan(prefix=b"ab"))) == 3
+
+    def test_skip_seeks_by_position_in_either_direction(self, store: Any) -> None:
+        keys = [b"p-%04d" % i for i in range(700)]
+        store.put_many((k, b"v") for k in keys)
+        assert next(store.scan_keys(prefix=b"p-", skip=500)) == b"p-0500"
+        assert list(store.scan_keys(prefix=b"p-", skip=698)) == keys[698:]
+        assert list(store.scan_keys(prefix=b"p-", skip=700)) == []
+        assert next(store.scan_keys(prefix=b"p-", reverse=True, skip=10)) == b"p-0689"
+        assert list(store.scan_keys(prefix=b"p-", reverse=True, skip=698)) == [
+            b"p-0001", b"p-0000"]
+        assert next(store.scan(start=b"p-0100", end=b"p-0200", skip=5)) == (b"p-0105", b"v")
+        # Deleted and expired keys are not counted as positions.
+        store.delete(b"p-0001")
+        store.put(b"p-0002", b"v", ttl=0.05)
+        sleep_past(time.time() + 0.06)
+        assert next(store.scan_keys(prefix=b"p-", skip=1)) == b"p-0003"
+        assert list(store.scan_keys(prefix=b"p-", reverse=True, skip=697)) == [b"p-0000"]
+
+    def test_write_batch_applies_puts_and_deletes_as_one(self, store: Any) -> None:
+        store.put_many([(b"a", b"1"), (b"b", b"2"), (b"c", b"3")])
+        store.write_batch([(b"a", None), (b"d", b"4"), (b"b", b"20"), (b"d", b"40"),
+                           (b"zz", None)])
+        expected = [(b"b", b"20"), (b"c", b"3"), (b"d", b"40")]
+        assert list(store.scan()) == expected
+        store.write_batch([])
+        store = self.reopen(store)
+        assert list(store.scan()) == expected
+
+    def test_write_batch_sets_drops_or_keeps_each_ttl(self, store: Any) -> None:
+        store.put(b"kept", b"1", ttl=HOUR)
+        store.put(b"dropped", b"1", ttl=HOUR)
+        store.write_batch([(b"kept", b"2", KEEP_TTL), (b"dropped", b"2"),
+                           (b"fresh", b"3", KEEP_TTL), (b"timed", b"4", HOUR),
+                           (b"gone", b"5", 0)])
+        assert store.get(b"kept") == b"2"
+        assert HOUR - 60 < store.ttl(b"kept") <= HOUR
+        assert store.ttl(b"dropped") is None
+        assert store.ttl(b"fresh") is None
+        assert HOUR - 60 < store.ttl(b"timed") <= HOUR
+        assert store.get(b"gone") is None
+        store = self.reopen(store)
+        assert HOUR - 60 < store.ttl(b"kept") <= HOUR
+        assert store.ttl(b"dropped") is None
+
+    def test_write_batch_with_an_oversized_key_writes_nothing(self, store: Any) -> None:
+        with pytest.raises(LimitExceeded):
+            store.write_batch([(b"a", b"1"), (b"x" * (self.max_key_size + 1), b"2")])
+        assert list(store.scan()) == []
 
     def test_scan_skips_deleted_keys_and_sees_overwrites(self, store: Any) -> None:
         items = self._fill_letters(store)

@@ -36,6 +36,7 @@ from tuffdb.errors import (
 )
 from tuffdb.security.auth import jwt_decode
 from tuffdb.server.ekodb import wire as ew
+from tuffdb.server.ekodb.forward import FORWARDED_HEADER, LSN_HEADER, Forwarder
 from tuffdb.server.ekodb.proto import (
     Deferred,
     Request,
@@ -44,7 +45,6 @@ from tuffdb.server.ekodb.proto import (
     takeover_of,
 )
 from tuffdb.server.ekodb.read_cache import ReadCache
-from tuffdb.server.ekodb.forward import Forwarder
 from tuffdb.server.face import cluster_node
 from tuffdb.server.loop_rounds import LoopRounds
 
@@ -69,6 +69,11 @@ def _not_durable(exc: BaseException, what: str = "write") -> Response:
     """The reply when the round a ``what`` waited for failed (nothing it showed is durable)."""
     return error_response(status_of(exc) if isinstance(exc, Error) else 500,
                           f"{what} not made durable: {exc}")
+
+
+def _with_lsn(headers: list[tuple[str, str]], lsn_of: Callable[[], int] | None
+              ) -> list[tuple[str, str]]:
+    return headers if lsn_of is None else [*headers, (LSN_HEADER, str(lsn_of()))]
 
 
 def status_of(exc: Error) -> int:
@@ -219,8 +224,11 @@ class App:
                     access in FORWARDED or (len(segs) > 1 and segs[1] == "transactions")
                     or "transaction_id" in params):
                 assert self.forwarder is not None
-                return asyncio.ensure_future(
-                    self.forwarder.forward(req, node.leader_address("http")))
+                return asyncio.ensure_future(self.forwarder.forward(
+                    req, node.leader_address("http"), node.read_own_write))
+            # A write a follower forwarded: the answer says which rounds cover it.
+            lsn_of = node.last_lsn if node is not None and req.headers.get(
+                FORWARDED_HEADER) else None
             key = None if access == "open" else self._authenticate(req)
             if self.settings.rate_limit_per_minute:
                 headers = self._rate_limit(key.key_id if key else req.peer)
@@ -229,11 +237,15 @@ class App:
             if handler in self._one_record:
                 record = args
             result = handler(self, ctx, *args)
-            if self.settings.durable_operations:
-                if access in ("write", "admin", "kv_write"):
-                    return self._when_durable(lambda: self._reply(result, headers, mp))
-                if access in ("read", "kv_read") and self._rounds.holds_readers:
-                    return self._when_seen(self._reply(result, headers, mp), record)
+            writes = access in ("write", "admin", "kv_write")
+            if writes and (self.settings.durable_operations or lsn_of is not None):
+                # (A write a follower forwarded waits for its round in any mode: the
+                # follower answers once it applied it, so its client reads it there.)
+                return self._when_durable(
+                    lambda: self._reply(result, _with_lsn(headers, lsn_of), mp))
+            if (self.settings.durable_operations and access in ("read", "kv_read")
+                    and self._rounds.holds_readers):
+                return self._when_seen(self._reply(result, headers, mp), record)
         except _RateLimited as exc:
             return Response(429, ew.encode({"code": 429, "message": str(exc)}, False),
                              headers=[("Retry-After", str(exc.retry_after)), *exc.headers])
@@ -249,7 +261,7 @@ class App:
             resp = error_response(400, f"bad request: {bad}")
             resp.headers.extend(headers)
             return resp
-        return self._reply(result, headers, mp)
+        return self._reply(result, _with_lsn(headers, lsn_of), mp)
 
     def _failed(self, resp: Response, access: str, record: list[str] | None) -> Response | Deferred:
         """An error reply to a data request: under durable_operations it may show a write

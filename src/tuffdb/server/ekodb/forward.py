@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 from tuffdb.server.ekodb.proto import Request, Response
 
 TIMEOUT_S = 30.0
 FORWARDED_HEADER = "x-tuffdb-forwarded"  # set on a forwarded request (headers are lowercase)
+LSN_HEADER = "x-tuffdb-lsn"  # the leader's answer to one: the rounds that cover the write
 # Not relayed either way: hop-by-hop headers, and those each server writes itself.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length",
                         "host", "te", "trailer", "upgrade", "proxy-connection", "date",
@@ -26,7 +28,18 @@ class Forwarder:
     def __init__(self) -> None:
         self._idle: dict[str, list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
 
-    async def forward(self, req: Request, address: str | None) -> Response:
+    async def forward(self, req: Request, address: str | None,
+                      read_own_write: Callable[[int], None] | None = None) -> Response:
+        """Relay ``req`` to the leader at ``address``. With ``read_own_write``, the
+        leader's LSN header is waited for here (off the loop) before the answer goes back,
+        so the client reads its write on this node next."""
+        resp = await self._relay(req, address)
+        lsn = _pop_lsn(resp)
+        if lsn is not None and read_own_write is not None:
+            await asyncio.get_running_loop().run_in_executor(None, read_own_write, lsn)
+        return resp
+
+    async def _relay(self, req: Request, address: str | None) -> Response:
         if address is None:
             return _unavailable("no cluster leader is known yet; retry shortly")
         if req.headers.get(FORWARDED_HEADER):
@@ -68,6 +81,19 @@ class Forwarder:
                 with contextlib.suppress(Exception):
                     writer.close()
         self._idle.clear()
+
+
+def _pop_lsn(resp: Response) -> int | None:
+    lsn = None
+    kept = []
+    for name, value in resp.headers:
+        if name.lower() == LSN_HEADER:
+            with contextlib.suppress(ValueError):
+                lsn = int(value)
+        else:
+            kept.append((name, value))
+    resp.headers[:] = kept
+    return lsn
 
 
 def _encode(req: Request, address: str) -> bytes:

@@ -22,16 +22,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from tuffdb import errors
 from tuffdb.server.resp import reply
+from tuffdb.server.resp.blocking import Parked
 from tuffdb.server.resp.parser import RequestParser
 from tuffdb.server.resp.table import BATCHED, TABLE, CommandError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tuffdb.kv.store import KVStore
     from tuffdb.server.resp.server import RespServer
     from tuffdb.server.resp.table import Spec
@@ -45,6 +49,9 @@ BATCH_MAX_COMMANDS = 256  # a batch handler gets at most this many commands at o
 _name = itemgetter(0)
 ALLOWED_IN_MULTI = frozenset((b"exec", b"discard", b"multi", b"watch", b"reset", b"quit"))
 NOAUTH = reply.error("NOAUTH Authentication required.")
+BUSY = reply.error("BUSY Redis is busy running a script. You can only call SCRIPT KILL or "
+                   "SHUTDOWN NOSAVE.")
+ALLOWED_BUSY = frozenset((b"multi", b"exec", b"discard", b"quit"))
 
 
 class Conn(asyncio.Protocol):
@@ -53,6 +60,11 @@ class Conn(asyncio.Protocol):
     def __init__(self, srv: RespServer) -> None:
         self.srv = srv
         self.store: KVStore = srv.store
+        # What handlers read and write: the store, or the overlay of an EXEC or a script.
+        self.db: Any = srv.store
+        self.no_block = 0  # > 0 inside EXEC or a script: blocking commands time out at once
+        self.blocked: Any = None  # parked: a blocking command's Waiter, a running script
+        self.held: list[bytes] = []  # a blocked command's reply that came during a wait
         self.enc: type[reply.Resp2] = reply.Resp2
         self.parser = RequestParser(srv.max_bulk_len)
         self.id = 0
@@ -110,6 +122,9 @@ class Conn(asyncio.Protocol):
         self.unwatch()
         if self.channels or self.patterns:
             srv.hub.drop(self)
+        if self.blocked is not None:
+            srv.blocking.drop(self)
+            self.blocked = None
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -117,13 +132,13 @@ class Conn(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
-        if not self.waiting:
+        if not self.waiting and self.blocked is None:
             self._run()
 
     def data_received(self, data: bytes) -> None:
         self.parser.feed(data)
         self.last_active = time.monotonic()
-        if self.waiting or self.write_paused or self.queue:
+        if self.waiting or self.write_paused or self.queue or self.blocked is not None:
             if self.parser.buffered() > PAUSE_BUFFERED_SIZE:
                 self._pause_reading()
             return
@@ -131,8 +146,10 @@ class Conn(asyncio.Protocol):
 
     # -- batches --------------------------------------------------------------------
     def _run(self) -> None:
-        """Run batches until the input is used up or we must wait (fsync, slow reader)."""
-        while not (self.closing or self.waiting or self.write_paused):
+        """Run batches until the input is used up or we must wait (fsync, slow reader,
+        another client's script)."""
+        scripts = self.srv.scripts
+        while not (self.closing or self.waiting or self.write_paused or self.blocked):
             if not self.queue:
                 try:
                     self.queue = self.parser.commands()
@@ -142,7 +159,27 @@ class Conn(asyncio.Protocol):
                 if not self.queue:
                     self._resume_reading()
                     return
+            if scripts.owner is not None and scripts.owner is not self:
+                # A script runs: nothing interleaves with it. Past the busy threshold
+                # every command but SCRIPT KILL gets -BUSY, as in Redis.
+                if not scripts.busy:
+                    scripts.deferred.add(self)
+                    return
+                self._busy_batch()
+                continue
             self._batch()
+
+    def _busy_batch(self) -> None:
+        out = []
+        for args in self.queue:
+            name = args[0].lower()
+            if name in ALLOWED_BUSY or (name == b"script" and len(args) == 2
+                                        and args[1].lower() == b"kill"):
+                out.append(self.execute(args))
+            else:
+                out.append(BUSY)
+        self.queue = []
+        self._write(b"".join(out))
 
     def _batch(self) -> None:
         """Execute queued commands; a batch stops once its replies pass BATCH_OUTPUT_SIZE,
@@ -164,11 +201,19 @@ class Conn(asyncio.Protocol):
                 i = len(out)
                 if i and TABLE[lname].write:
                     self.wrote = True
+        blocking = self.srv.blocking
         while i < len(queue):
-            r = execute(queue[i])
+            try:
+                r = execute(queue[i])
+            except Parked as parked:
+                i += 1
+                self.blocked = parked.park(self)
+                break
             i += 1
             out.append(r)
             size += len(r)
+            if blocking.ready:
+                blocking.serve()  # clients blocked on keys this command pushed to
             if self.closing or size > BATCH_OUTPUT_SIZE:
                 break
         self.queue = queue[i:] if i < len(queue) else []
@@ -217,11 +262,52 @@ class Conn(asyncio.Protocol):
             self.srv.write_error = msg
             log.error("durability wait failed: %s", exc)
             out = [reply.error(msg)] * len(out)
+        if self.held:  # a blocked command served meanwhile: its reply comes after these
+            out = out + self.held
+            self.held = []
         self._write(b"".join(out))
+        if self.blocked is not None:
+            return
         if self.queue or self.parser.buffered():
             self._run()
         else:
             self._resume_reading()
+
+    def in_script(self) -> bool:
+        ctx = self.srv.scripts.current
+        return ctx is not None and ctx.conn is self
+
+    def resume(self) -> None:
+        """Carry on with queued commands (after another client's script ended)."""
+        if not (self.waiting or self.blocked is not None or self.closing):
+            self._run()
+
+    # -- blocked commands -----------------------------------------------------------
+    def run_attempt(self, attempt: Callable[[bytes], bytes | None], key: bytes) -> bytes | None:
+        """Try to serve this parked client from ``key`` (see blocking.py)."""
+        try:
+            return attempt(key)
+        except CommandError as exc:
+            return reply.error(str(exc))
+        except errors.Error as err:
+            return reply.error(error_line(err))
+
+    def unblocked(self, out: bytes, *, wrote: bool) -> None:
+        """The parked command has its reply: send it (after its fsync round under
+        ``always``) and carry on with the commands that queued up behind it."""
+        self.blocked = None
+        if self.closing:
+            return
+        if self.waiting:
+            self.held.append(out)
+            return
+        srv = self.srv
+        if srv.always and wrote:
+            self.waiting = True
+            srv.rounds.after_round(lambda exc: self._after_wait(exc, [out]))
+        else:
+            self._write(out)
+            self._run()
 
     def _write(self, data: bytes) -> None:
         t = self.transport
@@ -329,8 +415,13 @@ class Conn(asyncio.Protocol):
     def push(self, data: bytes) -> bool:
         """Send a pub/sub message now; drop a subscriber past the hard output limit.
 
-        Returns whether the message was handed to the socket.
+        Returns whether the message was handed to the socket (a script's PUBLISH runs on
+        the script thread: the write is handed to the loop).
         """
+        loop = self.srv.loop
+        if loop is not None and threading.get_ident() != self.srv.loop_thread:
+            loop.call_soon_threadsafe(self.push, data)
+            return not (self.closing or self.transport is None)
         t = self.transport
         if t is None or t.is_closing():
             return False

@@ -21,14 +21,19 @@ import logging
 import os
 import ssl
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuffdb.server.face import cluster_node
 from tuffdb.server.loop_rounds import LoopRounds
+from tuffdb.server.resp.blocking import Blocking
 from tuffdb.server.resp.conn import Conn
+from tuffdb.server.resp.keyspace import cid_of, is_collection, open_layout, stored
 from tuffdb.server.resp.pubsub import Hub
+from tuffdb.server.resp.scripts import Scripts
+from tuffdb.server.resp.sweeper import Sweeper
 
 if TYPE_CHECKING:
     from tuffdb.kv.store import KVStore
@@ -80,6 +85,18 @@ class RespServer:
         self.tls = (Path(cert), Path(key)) if cert and key else None
         self.data_dir = Path(config.data_dir)
         self.store: KVStore = open_store(config, durability, interval_ms)
+        try:
+            self.ids = open_layout(self.store)
+        except BaseException:
+            self.store.close()
+            raise
+        self.sweeper = Sweeper(self)
+        self.blocking = Blocking(self)
+        self.scripts = Scripts(self)
+        self.script_flags: dict[str, frozenset[str] | None] = {}  # sha -> shebang flags
+        self.stopping = False
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.loop_thread = 0
         self.node = cluster_node()  # None unless tuffdb serve --cluster (docs/design/replication.md)
         if self.node is not None:
             from tuffdb.cluster.appliers import KVApplier  # noqa: PLC0415 (only in a cluster)
@@ -138,9 +155,24 @@ class RespServer:
         """Before FLUSHDB: mark watchers of keys that exist (Redis ignores absent ones)."""
         exists = self.store.exists
         for key, conns in self.watchers.items():
-            if exists(key):
+            if exists(stored(key)):
                 for c in conns:
                     c.dirty = True
+
+    # -- collections ----------------------------------------------------------------
+    def dropped(self, raw: bytes) -> None:
+        """A key's old value ``raw`` was deleted or overwritten by the command that just
+        ran: a collection's elements are now garbage for the sweeper."""
+        if is_collection(raw):
+            self.sweeper.dead(cid_of(raw))
+
+    def signal(self, key: bytes, raw: bytes) -> None:
+        """``key`` now holds ``raw``: clients blocked on it may be served (after the
+        current command, EXEC or script)."""
+        self.blocking.signal(key, raw)
+
+    def script_busy(self) -> bool:
+        return self.scripts.owner is not None
 
     # -- SCAN cursors ---------------------------------------------------------------
     def save_cursor(self, last_key: bytes) -> int:
@@ -157,6 +189,8 @@ class RespServer:
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self.loop = loop
+        self.loop_thread = threading.get_ident()
         if sys.getswitchinterval() > SWITCH_INTERVAL_S:
             # Each always-round fsyncs on the loop thread with the GIL released; the KV
             # background thread (spill, merges) may take the GIL meanwhile and, CPU-bound,
@@ -175,13 +209,15 @@ class RespServer:
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         self._sweeper = loop.call_later(1.0, self._sweep)
+        self.sweeper.start()
 
     def _sweep(self) -> None:
         """Once a second: close clients idle longer than ``timeout`` (pub/sub excepted)."""
         if self.timeout > 0:
             limit = time.monotonic() - self.timeout
             for c in list(self.clients.values()):
-                if c.last_active < limit and not c.subscribed and not c.waiting:
+                if c.last_active < limit and not c.subscribed and not c.waiting \
+                        and c.blocked is None:
                     c.close_now()
         self._sweeper = asyncio.get_running_loop().call_later(1.0, self._sweep)
 
@@ -189,6 +225,9 @@ class RespServer:
         if self._stopped:
             return
         self._stopped = True
+        self.stopping = True
+        self.sweeper.stop()
+        self.scripts.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
         if self._server is not None:

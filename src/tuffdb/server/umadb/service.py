@@ -10,6 +10,7 @@ one fsync; see ``DCBService._commit_pass``). The face that binds this to a port 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import Any
@@ -99,8 +100,8 @@ class DCBService:
     def append(self, call: Call, raw: bytes) -> None:
         self._auth(call)
         node = self.node
-        if node is not None:
-            self._cluster_append(call, raw, node)
+        if node is not None and not node.is_leader():
+            self._forward_append(call, raw, node)
             return
         req = pb.AppendRequest.FromString(raw)
         tails, types, tags, uuids, tracking = wire.encode_append(req, raw)
@@ -122,25 +123,10 @@ class DCBService:
             self.loop.call_soon(self._commit_pass)
         self._pass.append((call, fut))
 
-    def _cluster_append(self, call: Call, raw: bytes, node: Any) -> None:
-        """In a cluster: the leader commits on the writer thread (its confirmation waits
-        for followers, off the loop); a follower forwards the request to the leader and
-        answers with the leader's reply, exactly."""
+    def _forward_append(self, call: Call, raw: bytes, node: Any) -> None:
+        """A cluster follower passes the append on to the leader and answers with the
+        leader's reply, exactly (once this node applied it: the writer reads it here)."""
         loop = self.loop
-        if node.is_leader():
-            # Queued for the writer thread at once (it batches every queued append into one
-            # drain); answered on the loop when its drain is durable and confirmed.
-            fut = submit_append(self.store, raw)
-
-            def settle(f: Future[int]) -> None:
-                exc = f.exception()
-                if exc is not None:
-                    loop.call_soon_threadsafe(call.fail, exc)
-                else:
-                    loop.call_soon_threadsafe(call.reply, wire.head_message(f.result()))
-
-            fut.add_done_callback(settle)
-            return
         forwarded = loop.run_in_executor(None, node.forward, "events.append", {}, raw)
 
         def relay(f: asyncio.Future[tuple[dict[str, Any], bytes]]) -> None:
@@ -174,7 +160,15 @@ class DCBService:
         done, self._pass = self._pass, []
         self.store.commit_deferred()
         for call, fut in done:
-            self._settle(call, fut)
+            if fut.done():
+                self._settle(call, fut)
+            else:
+                # A cluster leader: written and fsynced; answered once followers confirm
+                # (on the confirmer thread), while this loop serves on.
+                fut.on_done(functools.partial(self._settle_threadsafe, call, fut))  # type: ignore[union-attr]
+
+    def _settle_threadsafe(self, call: Call, fut: Future[int] | Settled) -> None:
+        self.loop.call_soon_threadsafe(self._settle, call, fut)
 
     @staticmethod
     def _settle(call: Call, fut: Future[int] | Settled) -> None:

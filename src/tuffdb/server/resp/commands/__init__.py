@@ -6,9 +6,16 @@ from tuffdb.server.resp.commands import (
     connection,
     hashes,
     keys,
+    lists,
     pubsub,
+    scripting,
+    sets,
+    stream_groups,
+    streams,
     strings,
     txn,
+    zsets,
 )
 
-__all__ = ["admin", "cluster", "connection", "hashes", "keys", "pubsub", "strings", "txn"]
+__all__ = ["admin", "cluster", "connection", "hashes", "keys", "lists", "pubsub", "scripting",
+           "sets", "stream_groups", "streams", "strings", "txn", "zsets"]

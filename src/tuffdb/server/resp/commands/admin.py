@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import platform
 import sys
@@ -14,7 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuffdb.server.resp import reply
+from tuffdb.server.resp.blocking import Waiter
 from tuffdb.server.resp.commands.cluster import replication_section
+from tuffdb.server.resp.commands.keys import count_keys
+from tuffdb.server.resp.keyspace import user_ranges
 from tuffdb.server.resp.glob import compile_glob
 from tuffdb.server.resp.server import REDIS_COMPAT_VERSION, TO_ENGINE, hard_limits
 from tuffdb.server.resp.table import TABLE, CommandError, command, command_docs, command_info
@@ -27,19 +31,24 @@ if TYPE_CHECKING:
 # -- keyspace-wide ----------------------------------------------------------------------
 @command("dbsize", 1, "readonly fast", group="server")
 def dbsize(c: Conn, a: list[bytes]) -> bytes:
-    """Number of keys (O(n) in this engine)."""
-    return reply.integer(len(c.store))
+    """Number of keys (O(log n): two range counts of the engine's ordered view)."""
+    return reply.integer(count_keys(c.db))
 
 
 def _flush(c: Conn, a: list[bytes]) -> bytes:
+    """Delete every key's metadata; collections' elements are left to the sweeper."""
     if len(a) > 2 or (len(a) == 2 and a[1].lower() not in (b"async", b"sync")):
         raise CommandError("ERR syntax error")
-    store = c.store
     c.srv.touch_existing()
     c.srv.key_count_cache = None
-    batch: list[bytes] = list(store)
-    for i in range(0, len(batch), 4096):
-        store.delete_many(batch[i : i + 4096], sync=False)
+    db = c.db
+    for eprefix, lo, hi in user_ranges(b""):
+        while True:
+            batch = list(itertools.islice(db.scan_keys(eprefix, lo, hi), 4096))
+            if not batch:
+                break
+            db.write_batch([(k, None) for k in batch], sync=False)
+    c.srv.sweeper.walk_soon()
     return reply.OK
 
 
@@ -107,6 +116,9 @@ def _config_values(srv: RespServer) -> dict[str, str]:
         "timeout": str(srv.timeout),
         "client-output-buffer-limit": srv.output_limits,
         "save": "",
+        "busy-reply-threshold": str(srv.scripts.busy_ms),
+        "tuffdb-sweep-interval-ms": str(int(srv.sweeper.pass_interval_s * 1000)),
+        "lua-time-limit": str(srv.scripts.busy_ms),
         "databases": "1",
         "port": str(srv.port),
         "bind": srv.host,
@@ -132,6 +144,10 @@ def _config_set(srv: RespServer, name: str, value: str) -> None:  # noqa: C901  
             cl.parser.max_bulk_len = n
     elif name == "timeout":
         srv.timeout = max(int(value), 0)
+    elif name in ("busy-reply-threshold", "lua-time-limit"):
+        srv.scripts.busy_ms = max(int(value), 0)
+    elif name == "tuffdb-sweep-interval-ms":
+        srv.sweeper.pass_interval_s = max(int(value), 10) / 1000
     elif name == "client-output-buffer-limit":
         srv.normal_hard_limit, srv.pubsub_hard_limit = hard_limits(value)
         srv.output_limits = value
@@ -226,7 +242,7 @@ def _sections(c: Conn) -> dict[str, list[tuple[str, object]]]:
     now = time.time()
     up = int(now - srv.started)
     rss = _rss()
-    blocked = sum(1 for x in srv.clients.values() if x.waiting)
+    blocked = sum(1 for x in srv.clients.values() if isinstance(x.blocked, Waiter))
     sections: dict[str, list[tuple[str, object]]] = {
         "server": [("redis_version", REDIS_COMPAT_VERSION), ("tuffdb_face", "resp"),
                    ("redis_mode", "standalone"),
@@ -245,6 +261,8 @@ def _sections(c: Conn) -> dict[str, list[tuple[str, object]]]:
         "persistence": [("loading", 0), ("aof_enabled", 1),
                         ("appendfsync", srv.appendfsync),
                         *((f"tuffdb_{k}", v) for k, v in _engine_stats(srv).items()),
+                        ("tuffdb_swept_entries", srv.sweeper.deleted),
+                        ("tuffdb_sweeper_busy", int(srv.sweeper.busy)),
                         ("rdb_last_save_time", srv.last_save),
                         ("aof_last_write_status", "err" if srv.degraded else "ok")],
         "stats": [("total_connections_received", srv.stats["connections"]),
@@ -269,7 +287,7 @@ def _key_counts(srv: RespServer) -> tuple[int, int]:
     now = time.monotonic()
     cached = srv.key_count_cache
     if cached is None or now - cached[0] > _KEY_COUNT_TTL_S:
-        n = len(srv.store)
+        n = count_keys(srv.store)
         expires = int(srv.store.stats().get("ttl_keys", 0))
         cached = srv.key_count_cache = (now, n, min(expires, n))
     return cached[1], cached[2]

@@ -11,15 +11,16 @@ from tuffdb.server.resp.table import NOT_FLOAT, NOT_INTEGER, CommandError
 
 if TYPE_CHECKING:
     from tuffdb.kv.store import KVStore
+    from tuffdb.server.resp.overlay import Overlay
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
-_INT_RE = re.compile(rb"-?(0|[1-9][0-9]*)\Z")
+INT_RE = re.compile(rb"-?(0|[1-9][0-9]*)\Z")
 
 
 def to_int(raw: bytes, message: str = NOT_INTEGER) -> int:
     """Parse like Redis's ``string2ll``: no spaces, no '+', no leading zeros, int64."""
-    if len(raw) > 20 or not _INT_RE.match(raw) or raw == b"-0":
+    if len(raw) > 20 or not INT_RE.match(raw) or raw == b"-0":
         raise CommandError(message)
     n = int(raw)
     if not INT64_MIN <= n <= INT64_MAX:
@@ -40,20 +41,20 @@ def to_float(raw: bytes) -> float:
     return x
 
 
-def remaining_ttl(store: KVStore, key: bytes) -> float | None:
-    """Seconds left on ``key``'s TTL, None for none or an absent key."""
+def remaining_ttl(db: KVStore | Overlay, key: bytes) -> float | None:
+    """Seconds left on engine key ``key``'s TTL, None for none or an absent key."""
     try:
-        return store.ttl(key)
+        return db.ttl(key)
     except NotFoundError:
         return None
 
 
-def put_keep_ttl(store: KVStore, key: bytes, raw: bytes, existed: bool) -> None:
-    """Overwrite ``key`` keeping its TTL (APPEND, INCR, HSET... do not clear it)."""
-    ttl = remaining_ttl(store, key) if existed else None
+def put_keep_ttl(db: KVStore | Overlay, key: bytes, raw: bytes, existed: bool) -> None:
+    """Overwrite engine key ``key`` keeping its TTL (APPEND, INCR... do not clear it)."""
+    ttl = remaining_ttl(db, key) if existed else None
     if ttl is not None and ttl <= 0:
         ttl = None
-    store.put(key, raw, ttl, sync=False)
+    db.put(key, raw, ttl, sync=False)
 
 
 def lower(raw: bytes) -> bytes:

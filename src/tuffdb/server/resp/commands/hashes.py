@@ -1,4 +1,5 @@
-"""Hash commands. A hash is one engine entry (see values.py); writes re-encode it."""
+"""Hash commands: one engine entry per field (docs/format/resp.md), so HSET, HGET and
+HDEL cost the same on a hash of ten fields or ten million."""
 
 from __future__ import annotations
 
@@ -6,51 +7,87 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tuffdb._format.resp import TAG_HASH
 from tuffdb.server.resp import reply
-from tuffdb.server.resp.commands.common import INT64_MAX, INT64_MIN, put_keep_ttl, to_int
+from tuffdb.server.resp.commands.collection import Coll, batchable, commit_batch, scan_reply
+from tuffdb.server.resp.commands.common import INT64_MAX, INT64_MIN, to_int
 from tuffdb.server.resp.commands.numbers import add_and_format, parse_long_double
-from tuffdb.server.resp.glob import compile_glob
-from tuffdb.server.resp.table import SYNTAX, WRONGTYPE, CommandError, command
-from tuffdb.server.resp.values import HASH_TAG, decode_hash, encode_hash
+from tuffdb.server.resp.keyspace import Op, elements, hash_meta
+from tuffdb.server.resp.table import CommandError, batched, command
 
 if TYPE_CHECKING:
     from tuffdb.server.resp.conn import Conn
 
 
-def load(c: Conn, key: bytes) -> dict[bytes, bytes] | None:
-    raw = c.store.get(key)
-    if raw is None:
-        return None
-    if raw[0] != HASH_TAG:
-        raise CommandError(WRONGTYPE)
-    return decode_hash(raw)
-
-
-def save(c: Conn, key: bytes, fields: dict[bytes, bytes], existed: bool) -> None:
-    if fields:
-        put_keep_ttl(c.store, key, encode_hash(fields), existed)
-    elif existed:
-        c.store.delete(key, sync=False)  # Redis deletes a hash that loses its last field
-    c.srv.touch(key)
-
-
 def _set_fields(c: Conn, a: list[bytes], name: str) -> int:
     if len(a) % 2 != 0:
         raise CommandError(f"ERR wrong number of arguments for '{name}' command")
-    fields = load(c, a[1])
-    existed = fields is not None
-    fields = fields or {}
-    before = len(fields)
-    for i in range(2, len(a), 2):
-        fields[a[i]] = a[i + 1]
-    save(c, a[1], fields, existed)
-    return len(fields) - before
+    h = Coll(c, a[1], TAG_HASH, create=True)
+    prefix = elements(h.cid)
+    pairs = dict(zip(a[2::2], a[3::2], strict=True))  # a repeated field: the last wins
+    fkeys = [prefix + f for f in pairs]
+    added = len(pairs) if not h.existed else c.db.get_many(fkeys).count(None)
+    h.ops.extend(zip(fkeys, pairs.values(), strict=True))
+    h.finish(c, hash_meta(h.cid, h.size + added))
+    return added
+
+
+def _get(c: Conn, key: bytes, field: bytes) -> tuple[Coll, bytes | None]:
+    h = Coll(c, key, TAG_HASH)
+    return h, (c.db.get(elements(h.cid) + field) if h.existed else None)
+
+
+def _put_field(c: Conn, h: Coll, field: bytes, value: bytes, new: bool) -> None:
+    if not h.existed:
+        h = Coll(c, h.key, TAG_HASH, create=True)
+    h.ops.append((elements(h.cid) + field, value))
+    h.finish(c, hash_meta(h.cid, h.size + new))
+
+
+def _fields(c: Conn, h: Coll) -> list[tuple[bytes, bytes]]:
+    if not h.existed:
+        return []
+    prefix = elements(h.cid)
+    n = len(prefix)
+    return [(k[n:], v) for k, v in c.db.scan(prefix)]
 
 
 @command("hset", -4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0")
 def hset(c: Conn, a: list[bytes]) -> bytes:
     """Set hash fields; reply how many were new."""
     return reply.integer(_set_fields(c, a, "hset"))
+
+
+@batched("hset")
+def hset_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
+    """Pipelined HSETs: one metadata read per hash, one field read, one write_batch."""
+    if not batchable(c, cmds, 4, exact=False) or any(len(a) % 2 for a in cmds):
+        return []
+    hashes: dict[bytes, Coll] = {}
+    try:
+        for a in cmds:
+            if a[1] not in hashes:
+                hashes[a[1]] = Coll(c, a[1], TAG_HASH, create=True)
+    except CommandError:
+        return []
+    per_cmd = [dict(zip([elements(hashes[a[1]].cid) + f for f in a[2::2]], a[3::2],
+                        strict=True)) for a in cmds]
+    wanted = list(dict.fromkeys(k for pairs in per_cmd for k in pairs))
+    present = {k for k, v in zip(wanted, c.db.get_many(wanted), strict=True) if v is not None}
+    ops: list[Op] = []
+    out = []
+    for a, pairs in zip(cmds, per_cmd, strict=True):
+        added = [k for k in pairs if k not in present]
+        present.update(added)
+        ops.extend(pairs.items())
+        hashes[a[1]].size += len(added)
+        out.append(reply.integer(len(added)))
+    for h in hashes.values():
+        ops.extend(h.ops)
+        h.ops = ops
+        h.close(hash_meta(h.cid, h.size))
+    commit_batch(c, ops, list(hashes))
+    return out
 
 
 @command("hmset", -4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0")
@@ -63,96 +100,99 @@ def hmset(c: Conn, a: list[bytes]) -> bytes:
 @command("hsetnx", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0")
 def hsetnx(c: Conn, a: list[bytes]) -> bytes:
     """Set a hash field only if it does not exist."""
-    fields = load(c, a[1])
-    if fields is not None and a[2] in fields:
+    h, old = _get(c, a[1], a[2])
+    if old is not None:
         return reply.ZERO
-    existed = fields is not None
-    fields = fields or {}
-    fields[a[2]] = a[3]
-    save(c, a[1], fields, existed)
+    _put_field(c, h, a[2], a[3], True)
     return reply.ONE
 
 
 @command("hget", 3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0")
 def hget(c: Conn, a: list[bytes]) -> bytes:
     """The value of a hash field."""
-    fields = load(c, a[1])
-    value = None if fields is None else fields.get(a[2])
+    value = _get(c, a[1], a[2])[1]
     return c.enc.null if value is None else reply.bulk(value)
 
 
 @command("hmget", -3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0")
 def hmget(c: Conn, a: list[bytes]) -> bytes:
     """The values of several hash fields."""
-    fields = load(c, a[1]) or {}
-    return c.enc.bulks([fields.get(f) for f in a[2:]])
+    h = Coll(c, a[1], TAG_HASH)
+    if not h.existed:
+        return c.enc.bulks([None] * (len(a) - 2))
+    prefix = elements(h.cid)
+    return c.enc.bulks(c.db.get_many([prefix + f for f in a[2:]]))
 
 
 @command("hgetall", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0")
 def hgetall(c: Conn, a: list[bytes]) -> bytes:
     """Every field and value of a hash (a map in RESP3)."""
-    fields = load(c, a[1]) or {}
-    return c.enc.map([(reply.bulk(k), reply.bulk(v)) for k, v in fields.items()])
+    fields = _fields(c, Coll(c, a[1], TAG_HASH))
+    return c.enc.map([(reply.bulk(k), reply.bulk(v)) for k, v in fields])
 
 
 @command("hdel", -3, "write fast", (1, 1, 1), group="hash", since="2.0.0")
 def hdel(c: Conn, a: list[bytes]) -> bytes:
     """Delete hash fields; reply how many existed."""
-    fields = load(c, a[1])
-    if fields is None:
+    h = Coll(c, a[1], TAG_HASH)
+    if not h.existed:
         return reply.ZERO
-    n = sum(1 for f in a[2:] if fields.pop(f, None) is not None)
-    if n:
-        save(c, a[1], fields, True)
-    return reply.integer(n)
+    prefix = elements(h.cid)
+    fkeys = list(dict.fromkeys(prefix + f for f in a[2:]))
+    gone = [k for k, v in zip(fkeys, c.db.get_many(fkeys), strict=True) if v is not None]
+    if not gone:
+        return reply.ZERO
+    h.ops.extend((k, None) for k in gone)
+    left = h.size - len(gone)
+    h.finish(c, hash_meta(h.cid, left) if left > 0 else None)  # an emptied hash goes
+    return reply.integer(len(gone))
 
 
 @command("hexists", 3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0")
 def hexists(c: Conn, a: list[bytes]) -> bytes:
     """Whether a hash field exists."""
-    fields = load(c, a[1])
-    return reply.ONE if fields is not None and a[2] in fields else reply.ZERO
+    return reply.ZERO if _get(c, a[1], a[2])[1] is None else reply.ONE
 
 
 @command("hlen", 2, "readonly fast", (1, 1, 1), group="hash", since="2.0.0")
 def hlen(c: Conn, a: list[bytes]) -> bytes:
-    """Number of fields in a hash."""
-    return reply.integer(len(load(c, a[1]) or ()))
+    """Number of fields in a hash (kept in its metadata: O(1))."""
+    return reply.integer(Coll(c, a[1], TAG_HASH).size)
 
 
 @command("hstrlen", 3, "readonly fast", (1, 1, 1), group="hash", since="3.2.0")
 def hstrlen(c: Conn, a: list[bytes]) -> bytes:
     """Length of a hash field's value."""
-    fields = load(c, a[1]) or {}
-    return reply.integer(len(fields.get(a[2], b"")))
+    return reply.integer(len(_get(c, a[1], a[2])[1] or b""))
 
 
 @command("hkeys", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0")
 def hkeys(c: Conn, a: list[bytes]) -> bytes:
     """Every field name of a hash."""
-    return c.enc.bulks(list(load(c, a[1]) or ()))
+    h = Coll(c, a[1], TAG_HASH)
+    if not h.existed:
+        return c.enc.bulks([])
+    prefix = elements(h.cid)
+    n = len(prefix)
+    return c.enc.bulks([k[n:] for k in c.db.scan_keys(prefix)])
 
 
 @command("hvals", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0")
 def hvals(c: Conn, a: list[bytes]) -> bytes:
     """Every value of a hash."""
-    return c.enc.bulks(list((load(c, a[1]) or {}).values()))
+    return c.enc.bulks([v for _, v in _fields(c, Coll(c, a[1], TAG_HASH))])
 
 
 @command("hincrby", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0")
 def hincrby(c: Conn, a: list[bytes]) -> bytes:
     """Add an integer to a hash field."""
     delta = to_int(a[3])
-    fields = load(c, a[1])
-    existed = fields is not None
-    fields = fields or {}
-    old = fields.get(a[2])
+    h, old = _get(c, a[1], a[2])
     current = 0 if old is None else to_int(old, "ERR hash value is not an integer")
     total = current + delta
     if not INT64_MIN <= total <= INT64_MAX:
         raise CommandError("ERR increment or decrement would overflow")
-    fields[a[2]] = b"%d" % total
-    save(c, a[1], fields, existed)
+    _put_field(c, h, a[2], b"%d" % total, old is None)
     return reply.integer(total)
 
 
@@ -161,45 +201,28 @@ def hincrbyfloat(c: Conn, a: list[bytes]) -> bytes:
     """Add a floating-point number to a hash field."""
     if not np.isfinite(parse_long_double(a[3])):  # Redis checks the increment first
         raise CommandError("ERR value is NaN or Infinity")
-    fields = load(c, a[1])
-    existed = fields is not None
-    fields = fields or {}
-    text = add_and_format(fields.get(a[2]), a[3], "ERR hash value is not a float")
-    fields[a[2]] = text
-    save(c, a[1], fields, existed)
+    h, old = _get(c, a[1], a[2])
+    text = add_and_format(old, a[3], "ERR hash value is not a float")
+    _put_field(c, h, a[2], text, old is None)
     return reply.bulk(text)
 
 
+@command("hrandfield", -2, "readonly", (1, 1, 1), group="hash", since="6.2.0")
+def hrandfield(c: Conn, a: list[bytes]) -> bytes:
+    """Random fields (and values): positive count distinct, negative may repeat."""
+    from tuffdb.server.resp.commands.sets import random_members  # noqa: PLC0415  (cycle)
+
+    h = Coll(c, a[1], TAG_HASH)
+    return random_members(c, a, h, "hrandfield", withscores=b"withvalues")
+
+
 @command("hscan", -3, "readonly", (1, 1, 1), group="hash", since="2.8.0")
-def hscan(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901  (Redis option parsing)
-    """Iterate a hash: like Redis for small hashes, one reply holds every field."""
-    if not a[2].isdigit():
-        raise CommandError("ERR invalid cursor")
-    pattern: bytes | None = None
-    novalues = False
-    i = 3
-    while i < len(a):
-        opt = a[i].lower()
-        if opt == b"novalues":
-            novalues = True
-            i += 1
-            continue
-        if i + 1 >= len(a):
-            raise CommandError(SYNTAX)
-        if opt == b"count":
-            if to_int(a[i + 1]) < 1:
-                raise CommandError(SYNTAX)
-        elif opt == b"match":
-            pattern = a[i + 1]
-        else:
-            raise CommandError(SYNTAX)
-        i += 2
-    fields = load(c, a[1]) or {}
-    match = compile_glob(pattern) if pattern else None
-    flat: list[bytes] = []
-    for k, v in fields.items():
-        if match is None or match(k):
-            flat.append(k)
-            if not novalues:
-                flat.append(v)
-    return reply.array([reply.bulk(b"0"), c.enc.bulks(flat)])
+def hscan(c: Conn, a: list[bytes]) -> bytes:
+    """Iterate a hash: small hashes in one reply (as Redis), big ones page by COUNT."""
+    novalues = any(x.lower() == b"novalues" for x in a[3:])
+    args = [x for x in a if x.lower() != b"novalues"] if novalues else a
+    h = Coll(c, a[1], TAG_HASH)
+    if novalues:
+        return scan_reply(c, args, elements(h.cid), h.size, lambda f, _v: [reply.bulk(f)])
+    return scan_reply(c, args, elements(h.cid), h.size,
+                      lambda f, v: [reply.bulk(f), reply.bulk(v)])

@@ -5,16 +5,25 @@
 
 from __future__ import annotations
 
-import itertools
-import os
+import random
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tuffdb.server.resp import reply
-from tuffdb.server.resp.commands.common import INT64_MAX, remaining_ttl, to_int
+from tuffdb.server.resp.commands.common import INT64_MAX, INT_RE, remaining_ttl, to_int
 from tuffdb.server.resp.glob import compile_glob, literal_prefix
 from tuffdb.server.resp.table import SYNTAX, CommandError, command
-from tuffdb.server.resp.values import type_name
+from tuffdb._format.resp import TAG_HASH, TAG_LIST, TAG_SET, TAG_STREAM, TAG_STRING, TAG_ZSET, U64
+from tuffdb.server.resp.keyspace import (
+    cid_of,
+    elements,
+    is_collection,
+    owner,
+    stored,
+    type_name,
+    user_key,
+    user_ranges,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -24,10 +33,16 @@ if TYPE_CHECKING:
 
 def _delete(c: Conn, a: list[bytes]) -> bytes:
     keys = list(dict.fromkeys(a[1:]))
-    n = c.store.delete_many(keys, sync=False)
-    for k in keys:
-        c.srv.touch(k)
-    return reply.integer(n)
+    skeys = [stored(k) for k in keys]
+    raws = c.db.get_many(skeys)
+    ops = [(sk, None) for sk, raw in zip(skeys, raws, strict=True) if raw is not None]
+    if ops:
+        c.db.write_batch(ops, sync=False)
+        for k, raw in zip(keys, raws, strict=True):
+            if raw is not None:
+                c.srv.dropped(raw)
+                c.srv.touch(k)
+    return reply.integer(len(ops))
 
 
 @command("del", -2, "write", (1, -1, 1), group="keyspace")
@@ -45,14 +60,14 @@ def unlink(c: Conn, a: list[bytes]) -> bytes:
 @command("exists", -2, "readonly fast", (1, -1, 1), group="keyspace")
 def exists(c: Conn, a: list[bytes]) -> bytes:
     """How many of the given keys exist (repeats count again)."""
-    ex = c.store.exists
-    return reply.integer(sum(1 for k in a[1:] if ex(k)))
+    ex = c.db.exists
+    return reply.integer(sum(1 for k in a[1:] if ex(stored(k))))
 
 
 @command("type", 2, "readonly fast", (1, 1, 1), group="keyspace")
 def type_(c: Conn, a: list[bytes]) -> bytes:
-    """The type of the value at a key: string, hash or none."""
-    return reply.simple(type_name(c.store.get(a[1])))
+    """The type of the value at a key: string, hash, list, set, zset, stream or none."""
+    return reply.simple(type_name(c.db.get(stored(a[1]))))
 
 
 # -- expiry -----------------------------------------------------------------------------
@@ -82,10 +97,11 @@ def _expire(  # noqa: C901, PLR0912  (Redis option parsing)
     if not absolute and ms > INT64_MAX - time.time_ns() // 1_000_000:
         raise CommandError(f"ERR invalid expire time in '{cmd}' command")
     seconds = ms / 1000 - time.time() if absolute else ms / 1000
-    key, store = a[1], c.store
-    if not store.exists(key):
+    key, db = a[1], c.db
+    skey = stored(key)
+    if not db.exists(skey):
         return reply.ZERO
-    current = remaining_ttl(store, key)  # None = no TTL = "infinite"
+    current = remaining_ttl(db, skey)  # None = no TTL = "infinite"
     if (nx and current is not None) or (xx and current is None):
         return reply.ZERO
     if gt and (current is None or seconds <= current):
@@ -93,9 +109,12 @@ def _expire(  # noqa: C901, PLR0912  (Redis option parsing)
     if lt and current is not None and seconds >= current:
         return reply.ZERO
     if seconds <= 0:
-        store.delete(key, sync=False)
+        raw = db.get(skey)
+        db.delete(skey, sync=False)
+        if raw is not None:
+            c.srv.dropped(raw)
     else:
-        store.expire(key, seconds)
+        db.expire(skey, seconds)
     c.srv.touch(key)
     return reply.ONE
 
@@ -125,9 +144,10 @@ def pexpireat(c: Conn, a: list[bytes]) -> bytes:
 
 
 def _ttl_ms(c: Conn, key: bytes) -> int:
-    if not c.store.exists(key):
+    skey = stored(key)
+    if not c.db.exists(skey):
         return -2
-    ttl = remaining_ttl(c.store, key)
+    ttl = remaining_ttl(c.db, skey)
     return -1 if ttl is None else max(round(ttl * 1000), 0)
 
 
@@ -147,7 +167,7 @@ def pttl(c: Conn, a: list[bytes]) -> bytes:
 @command("persist", 2, "write fast", (1, 1, 1), group="keyspace", since="2.2.0")
 def persist(c: Conn, a: list[bytes]) -> bytes:
     """Remove a key's expiry."""
-    if c.store.persist(a[1]):
+    if c.db.persist(stored(a[1])):
         c.srv.touch(a[1])
         return reply.ONE
     return reply.ZERO
@@ -156,20 +176,29 @@ def persist(c: Conn, a: list[bytes]) -> bytes:
 # -- rename -----------------------------------------------------------------------------
 def _rename(c: Conn, a: list[bytes], nx: bool) -> bytes:
     src, dst = a[1], a[2]
-    store = c.store
-    raw = store.get(src)
+    db = c.db
+    ssrc, sdst = stored(src), stored(dst)
+    raw = db.get(ssrc)
     if raw is None:
         raise CommandError("ERR no such key")
     if src == dst:
         return reply.ZERO if nx else reply.OK
-    if nx and store.exists(dst):
+    old = db.get(sdst)
+    if nx and old is not None:
         return reply.ZERO
-    ttl = remaining_ttl(store, src)
-    # Destination first: a crash in between leaves both keys, never neither.
-    store.put(dst, raw, ttl, sync=False)
-    store.delete(src, sync=False)
+    ttl = remaining_ttl(db, ssrc)
+    # One batch: the metadata moves (a collection's elements stay under its id, so this is
+    # O(1) whatever the size) and the owner record follows it.
+    ops: list[tuple[bytes, bytes | None] | tuple[bytes, bytes, float | None]] = [
+        (sdst, raw, ttl), (ssrc, None)]
+    if is_collection(raw):
+        ops.append((owner(cid_of(raw)), dst))
+    db.write_batch(ops, sync=False)
+    if old is not None:
+        c.srv.dropped(old)
     c.srv.touch(src)
     c.srv.touch(dst)
+    c.srv.signal(dst, raw)
     return reply.ONE if nx else reply.OK
 
 
@@ -188,27 +217,29 @@ def renamenx(c: Conn, a: list[bytes]) -> bytes:
 # -- iteration --------------------------------------------------------------------------
 def scan_keys(c: Conn, pattern: bytes | None, start: bytes | None) -> Iterator[
         tuple[bytes, bytes]]:
+    """(user key, metadata) in user-key order, from engine key ``start`` on."""
     prefix = literal_prefix(pattern) if pattern else b""
-    if start is not None and prefix and start < prefix:
-        start = None
-    return iter(c.store.scan(prefix, start))
+    for eprefix, lo, hi in user_ranges(prefix):
+        if start is not None:
+            if hi is not None and start >= hi:
+                continue
+            lo = start if lo is None else max(lo, start)
+        for ekey, raw in c.db.scan(eprefix, lo, hi):
+            key = user_key(ekey)
+            if key is not None:
+                yield key, raw
 
 
 @command("scan", -2, "readonly", group="keyspace", since="2.8.0")
 def scan(c: Conn, a: list[bytes]) -> bytes:
     """Iterate the keyspace with a cursor; MATCH, COUNT and TYPE filters."""
-    try:
-        cursor = int(a[1]) if a[1].isdigit() else -1
-    except ValueError:
-        cursor = -1
-    if cursor < 0 or cursor >= 2**64:
-        raise CommandError("ERR invalid cursor")
-    count, pattern, want_type = _scan_options(a, 2)
+    cursor = parse_cursor(a[1])
+    count, pattern, want_type = scan_options(a, 2)
     start: bytes | None = None
     if cursor:
         last = c.srv.cursors.get(cursor)
         if last is not None:
-            start = last + b"\x00"  # the smallest key after ``last``
+            start = stored(last) + b"\x00"  # the smallest engine key after ``last``
     match = compile_glob(pattern) if pattern else None
     keys: list[bytes] = []
     last_seen: bytes | None = None
@@ -227,7 +258,17 @@ def scan(c: Conn, a: list[bytes]) -> bytes:
     return reply.array([reply.bulk(b"%d" % next_cursor), c.enc.bulks(keys)])
 
 
-def _scan_options(a: list[bytes], i: int) -> tuple[int, bytes | None, bytes | None]:
+def parse_cursor(raw: bytes) -> int:
+    """A SCAN-family cursor: an unsigned 64-bit decimal, else ``ERR invalid cursor``."""
+    cursor = int(raw) if raw.isdigit() and len(raw) <= 20 else -1  # noqa: PLR2004
+    if cursor < 0 or cursor >= 2**64:
+        raise CommandError("ERR invalid cursor")
+    return cursor
+
+
+def scan_options(a: list[bytes], i: int, *, with_type: bool = True
+                 ) -> tuple[int, bytes | None, bytes | None]:
+    """SCAN-family options from ``a[i]``: (COUNT, MATCH pattern or None for all, TYPE)."""
     count, pattern, want_type = 10, None, None
     while i < len(a):
         opt = a[i].lower()
@@ -239,12 +280,26 @@ def _scan_options(a: list[bytes], i: int) -> tuple[int, bytes | None, bytes | No
                 raise CommandError(SYNTAX)
         elif opt == b"match":
             pattern = None if a[i + 1] == b"*" else a[i + 1]
-        elif opt == b"type":
+        elif opt == b"type" and with_type:
             want_type = a[i + 1].lower()
         else:
             raise CommandError(SYNTAX)
         i += 2
     return count, pattern, want_type
+
+
+def user_keys(c: Conn, prefix: bytes) -> Iterator[bytes]:
+    """Every user key starting with ``prefix``, in order, without reading values."""
+    for eprefix, lo, hi in user_ranges(prefix):
+        for ekey in c.db.scan_keys(eprefix, lo, hi):
+            key = user_key(ekey)
+            if key is not None:
+                yield key
+
+
+def count_keys(db: Any) -> int:
+    """How many user keys exist: O(log n) (two range counts)."""
+    return sum(db.count(eprefix, lo, hi) for eprefix, lo, hi in user_ranges(b""))
 
 
 @command("keys", 2, "readonly", group="keyspace")
@@ -253,13 +308,88 @@ def keys(c: Conn, a: list[bytes]) -> bytes:
     pattern = a[1]
     match = compile_glob(pattern)
     prefix = literal_prefix(pattern) if pattern else b""
-    return c.enc.bulks([k for k in c.store.scan_keys(prefix) if match(k)])
+    return c.enc.bulks([k for k in user_keys(c, prefix) if match(k)])
 
 
 @command("randomkey", 1, "readonly", group="keyspace")
 def randomkey(c: Conn, a: list[bytes]) -> bytes:
-    """A random key (the first key at or after a random point; not uniform)."""
-    for start in (os.urandom(8), None):
-        for key in itertools.islice(c.store.scan_keys(b"", start), 1):
-            return reply.bulk(key)
+    """A random key (positions are picked uniformly: one O(log n) seek)."""
+    n = count_keys(c.db)
+    if not n:
+        return c.enc.null
+    pos = random.randrange(n)
+    for eprefix, lo, hi in user_ranges(b""):
+        here = c.db.count(eprefix, lo, hi)
+        if pos < here:
+            for ekey in c.db.scan_keys(eprefix, lo, hi, skip=pos):
+                key = user_key(ekey)
+                if key is not None:
+                    return reply.bulk(key)
+            break
+        pos -= here
     return c.enc.null
+
+
+# -- OBJECT ----------------------------------------------------------------------------------
+SMALL_ENTRIES = 128  # Redis 7.0's *-max-listpack-entries
+SMALL_VALUE = 64  # *-max-listpack-value
+INTSET_ENTRIES = 512  # set-max-intset-entries
+
+
+def _encoding(c: Conn, raw: bytes) -> bytes:  # noqa: PLR0911
+    """The encoding Redis 7.0 would report for this value (a plausible answer: tuffdb
+    stores every type the same way, one engine entry per element)."""
+    tag = raw[0]
+    if tag == TAG_STRING:
+        value = raw[1:]
+        if len(value) <= 20 and INT_RE.match(value) and value != b"-0":  # noqa: PLR2004
+            n = int(value)
+            if -(2**63) <= n < 2**63:
+                return b"int"
+        return b"embstr" if len(value) <= 44 else b"raw"  # noqa: PLR2004
+    if tag == TAG_LIST:
+        return b"quicklist"
+    if tag == TAG_STREAM:
+        return b"stream"
+    cid, size = cid_of(raw), int(U64.unpack_from(raw, 9)[0])
+    if tag == TAG_SET:
+        if size > INTSET_ENTRIES:
+            return b"hashtable"
+        n = len(elements(cid))
+        ints = all(INT_RE.match(k[n:]) and len(k) - n <= 20  # noqa: PLR2004
+                   for k in c.db.scan_keys(elements(cid)))
+        return b"intset" if ints else b"hashtable"
+    small, big = (b"listpack", b"skiplist") if tag == TAG_ZSET else (b"listpack", b"hashtable")
+    if size > SMALL_ENTRIES:
+        return big
+    for k, v in c.db.scan(elements(cid)):
+        if len(k) - len(elements(cid)) > SMALL_VALUE or (tag == TAG_HASH and len(v) > SMALL_VALUE):
+            return big
+    return small
+
+
+@command("object", -2, "readonly", (2, 2, 1), group="keyspace", since="2.2.3")
+def object_(c: Conn, a: list[bytes]) -> bytes:
+    """OBJECT ENCODING key | REFCOUNT key | IDLETIME key | FREQ key | HELP."""
+    sub = a[1].lower()
+    if sub == b"help" and len(a) == 2:  # noqa: PLR2004
+        lines = [b"OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                 b"ENCODING <key>", b"FREQ <key>", b"IDLETIME <key>", b"REFCOUNT <key>",
+                 b"HELP"]
+        return reply.array([reply.simple(x) for x in lines])
+    if sub not in (b"encoding", b"refcount", b"idletime", b"freq"):
+        raise CommandError(f"ERR unknown subcommand '{a[1].decode('utf-8', 'replace')}'. "
+                           "Try OBJECT HELP.")
+    if len(a) != 3:  # noqa: PLR2004
+        raise CommandError(f"ERR wrong number of arguments for 'object|{sub.decode()}' "
+                           "command")
+    raw = c.db.get(stored(a[2]))
+    if raw is None:
+        return c.enc.null
+    if sub == b"encoding":
+        return reply.bulk(_encoding(c, raw))
+    if sub == b"freq":
+        raise CommandError("ERR An LFU maxmemory policy is not selected, access frequency "
+                           "not tracked. Please note that when switching between policies at "
+                           "runtime LRU and LFU data will take some time to adjust.")
+    return reply.integer(1 if sub == b"refcount" else 0)

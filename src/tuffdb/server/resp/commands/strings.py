@@ -19,7 +19,7 @@ from tuffdb.server.resp.commands.common import (
 )
 from tuffdb.server.resp.commands.numbers import add_and_format
 from tuffdb.server.resp.table import SYNTAX, WRONGTYPE, CommandError, batched, command
-from tuffdb.server.resp.values import STRING_PREFIX, STRING_TAG
+from tuffdb.server.resp.keyspace import STRING_PREFIX, STRING_TAG, stored
 
 if TYPE_CHECKING:
     from tuffdb.server.resp.conn import Conn
@@ -29,7 +29,7 @@ MAX_STRING_SIZE = 512 * 1024 * 1024
 
 def get_string(c: Conn, key: bytes) -> bytes | None:
     """The string at ``key``, None if absent; WRONGTYPE for other types."""
-    raw: bytes | None = c.store.get(key)
+    raw: bytes | None = c.db.get(stored(key))
     if raw is None:
         return None
     if raw[0] != STRING_TAG:
@@ -54,16 +54,16 @@ def expire_seconds(unit: bytes, raw: bytes, cmd: str) -> float:
 
 def write_string(c: Conn, key: bytes, value: bytes, ttl: float | None) -> None:
     if ttl is not None and ttl <= 0:
-        c.store.delete(key, sync=False)  # an EXAT/PXAT in the past: set, then expired
+        c.db.delete(stored(key), sync=False)  # an EXAT/PXAT in the past: set, then expired
     else:
-        c.store.put(key, STRING_PREFIX + value, ttl, sync=False)
+        c.db.put(stored(key), STRING_PREFIX + value, ttl, sync=False)
     c.srv.touch(key)
 
 
 @command("get", 2, "readonly fast", (1, 1, 1), group="string")
 def get(c: Conn, a: list[bytes]) -> bytes:
     """Get the value of a key."""
-    return _get_reply(c, c.store.get(a[1]))
+    return _get_reply(c, c.db.get(stored(a[1])))
 
 
 @batched("get")
@@ -71,7 +71,7 @@ def get_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
     """Pipelined GETs: one store call for the whole pipeline."""
     if list(map(len, cmds)).count(2) != len(cmds):
         return []  # some have the wrong arity: one by one (same errors)
-    return _get_replies(c, c.store.get_many([a[1] for a in cmds]))
+    return _get_replies(c, c.db.get_many([stored(a[1]) for a in cmds]))
 
 
 def _get_reply(c: Conn, raw: bytes | None) -> bytes:
@@ -114,7 +114,7 @@ def set_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
     if list(map(len, cmds)).count(3) != len(cmds):
         return []  # options or wrong arity: one by one
     try:
-        c.store.put_many([(a[1], STRING_PREFIX + a[2]) for a in cmds], sync=False)
+        c.db.put_many([(stored(a[1]), STRING_PREFIX + a[2]) for a in cmds], sync=False)
     except errors.Error:
         return []  # validated before anything is written: one by one gives each its error
     srv = c.srv
@@ -129,7 +129,7 @@ def set_(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901  (Redis option parsing
     """Set the string value of a key, with expiry and condition options."""
     key, value = a[1], a[2]
     if len(a) == 3:  # fast path: plain SET
-        c.store.put(key, STRING_PREFIX + value, sync=False)
+        c.db.put(stored(key), STRING_PREFIX + value, sync=False)
         c.srv.touch(key)
         return reply.OK
     nx = xx = want_get = keepttl = False
@@ -154,15 +154,15 @@ def set_(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901  (Redis option parsing
             raise CommandError(SYNTAX)
         i += 1
     ttl = expire_seconds(*expire, "set") if expire else None
-    store = c.store
-    old_raw = store.get(key) if (want_get or nx or xx or keepttl) else None
+    db = c.db
+    old_raw = db.get(stored(key)) if (want_get or nx or xx or keepttl) else None
     if want_get and old_raw is not None and old_raw[0] != STRING_TAG:
         raise CommandError(WRONGTYPE)
     old = old_raw[1:] if old_raw is not None else None
     if (nx and old_raw is not None) or (xx and old_raw is None):
         return c.enc.null if not want_get or old is None else reply.bulk(old)
     if keepttl and old_raw is not None:
-        ttl = remaining_ttl(store, key)
+        ttl = remaining_ttl(db, stored(key))
     write_string(c, key, value, ttl)
     if want_get:
         return c.enc.null if old is None else reply.bulk(old)
@@ -172,7 +172,7 @@ def set_(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901  (Redis option parsing
 @command("setnx", 3, "write denyoom fast", (1, 1, 1), group="string")
 def setnx(c: Conn, a: list[bytes]) -> bytes:
     """Set a key only if it does not exist."""
-    if c.store.exists(a[1]):
+    if c.db.exists(stored(a[1])):
         return reply.ZERO
     write_string(c, a[1], a[2], None)
     return reply.ONE
@@ -210,7 +210,7 @@ def getdel(c: Conn, a: list[bytes]) -> bytes:
     old = get_string(c, a[1])
     if old is None:
         return c.enc.null
-    c.store.delete(a[1], sync=False)
+    c.db.delete(stored(a[1]), sync=False)
     c.srv.touch(a[1])
     return reply.bulk(old)
 
@@ -239,11 +239,11 @@ def getex(c: Conn, a: list[bytes]) -> bytes:
     ttl = expire_seconds(*expire, "getex") if expire else None
     if expire is not None:
         if ttl is None or ttl <= 0:
-            c.store.delete(key, sync=False)  # EXAT/PXAT in the past
+            c.db.delete(stored(key), sync=False)  # EXAT/PXAT in the past
         else:
-            c.store.expire(key, ttl)
+            c.db.expire(stored(key), ttl)
         c.srv.touch(key)
-    elif persist and c.store.persist(key):
+    elif persist and c.db.persist(stored(key)):
         c.srv.touch(key)
     return reply.bulk(value)
 
@@ -251,7 +251,7 @@ def getex(c: Conn, a: list[bytes]) -> bytes:
 @command("mget", -2, "readonly fast", (1, -1, 1), group="string")
 def mget(c: Conn, a: list[bytes]) -> bytes:
     """Get the values of several keys (nil for missing or non-string keys)."""
-    raws = c.store.get_many(a[1:])
+    raws = c.db.get_many([stored(k) for k in a[1:]])
     return c.enc.bulks([r[1:] if r is not None and r[0] == STRING_TAG else None for r in raws])
 
 
@@ -265,7 +265,7 @@ def _pairs(c: Conn, a: list[bytes], name: str) -> list[tuple[bytes, bytes]]:
 def mset(c: Conn, a: list[bytes]) -> bytes:
     """Set several keys in one step."""
     items = _pairs(c, a, "mset")
-    c.store.put_many(dict(items), sync=False)
+    c.db.put_many({stored(k): v for k, v in items}, sync=False)
     for k, _ in items:
         c.srv.touch(k)
     return reply.OK
@@ -275,9 +275,9 @@ def mset(c: Conn, a: list[bytes]) -> bytes:
 def msetnx(c: Conn, a: list[bytes]) -> bytes:
     """Set several keys only if none of them exists."""
     items = _pairs(c, a, "msetnx")
-    if any(c.store.exists(k) for k, _ in items):
+    if any(c.db.exists(stored(k)) for k, _ in items):
         return reply.ZERO
-    c.store.put_many(dict(items), sync=False)
+    c.db.put_many({stored(k): v for k, v in items}, sync=False)
     for k, _ in items:
         c.srv.touch(k)
     return reply.ONE
@@ -290,7 +290,7 @@ def append(c: Conn, a: list[bytes]) -> bytes:
     new = a[2] if old is None else old + a[2]
     if len(new) > MAX_STRING_SIZE:
         raise CommandError("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
-    put_keep_ttl(c.store, a[1], STRING_PREFIX + new, old is not None)
+    put_keep_ttl(c.db, stored(a[1]), STRING_PREFIX + new, old is not None)
     c.srv.touch(a[1])
     return reply.integer(len(new))
 
@@ -336,7 +336,7 @@ def setrange(c: Conn, a: list[bytes]) -> bytes:
     if len(buf) < offset:
         buf.extend(b"\0" * (offset - len(buf)))
     buf[offset : offset + len(patch)] = patch
-    put_keep_ttl(c.store, a[1], STRING_PREFIX + bytes(buf), old is not None)
+    put_keep_ttl(c.db, stored(a[1]), STRING_PREFIX + bytes(buf), old is not None)
     c.srv.touch(a[1])
     return reply.integer(len(buf))
 
@@ -347,7 +347,7 @@ def _incr(c: Conn, key: bytes, delta: int) -> bytes:
     total = current + delta
     if not INT64_MIN <= total <= INT64_MAX:
         raise CommandError("ERR increment or decrement would overflow")
-    put_keep_ttl(c.store, key, b"s%d" % total, old is not None)
+    put_keep_ttl(c.db, stored(key), b"s%d" % total, old is not None)
     c.srv.touch(key)
     return reply.integer(total)
 
@@ -384,6 +384,6 @@ def incrbyfloat(c: Conn, a: list[bytes]) -> bytes:
     """Add a floating-point number to a value (Redis's long double formatting)."""
     old = get_string(c, a[1])
     text = add_and_format(old, a[2])
-    put_keep_ttl(c.store, a[1], STRING_PREFIX + text, old is not None)
+    put_keep_ttl(c.db, stored(a[1]), STRING_PREFIX + text, old is not None)
     c.srv.touch(a[1])
     return reply.bulk(text)

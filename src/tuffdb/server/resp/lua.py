@@ -1,0 +1,468 @@
+"""Lua 5.1 for EVAL/EVALSHA (lupa's ``lua51`` module), sandboxed the way Redis 7.0 is.
+
+One :class:`LuaEngine` per server. What a script sees (redis-types.md §3):
+
+- the base library on Redis's allow-list plus ``string``, ``table``, ``math`` and the
+  ``redis`` table; no ``os``, ``io``, ``package``/``require``, ``dofile``, ``loadfile``,
+  ``debug`` or lupa's ``python``;
+- read-only globals and library tables: assigning to either raises "Attempt to modify
+  a readonly table", reading an unknown global raises "Script attempted to access
+  nonexistent global variable"; ``KEYS`` and ``ARGV`` are set per call;
+- ``redis.call``/``redis.pcall`` (run a command in-process, reply converted to Lua by
+  Redis's rules), ``error_reply``, ``status_reply``, ``sha1hex``, ``log``, ``setresp``,
+  ``set_repl``, ``replicate_commands``, ``breakpoint``, ``debug``, ``acl_check_cmd``,
+  ``REDIS_VERSION``/``REDIS_VERSION_NUM``, the ``LOG_*`` and ``REPL_*`` constants.
+
+Errors come back as Redis formats them: a raised error gets
+`` script: <sha>, on @user_script:<line>.`` appended (the line found by an xpcall handler,
+as Redis's ``__redis__err__handler`` does); a returned ``{err=...}`` does not.
+A count hook (every ``HOOK_INSTRUCTIONS``) lets SCRIPT KILL stop a script that has not
+written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+import lupa.lua51 as lua51
+
+from tuffdb.server.resp import reply
+from tuffdb.server.resp.commands.collection import format_double
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tuffdb.server.resp.reply import Resp2
+
+log = logging.getLogger("tuffdb.resp.lua")
+
+HOOK_INSTRUCTIONS = 100_000
+KILLED = "ERR Script killed by user with SCRIPT KILL..."
+
+# The sandbox, built once per runtime. The Python callables come in as arguments.
+BOOTSTRAP = r"""
+local py_call, py_pcall, py_errtext, py_sha1hex, py_log, py_setresp, py_interrupt, py_acl, version, version_num = ...
+local dbg = debug
+local G = _G
+local rawset, rawget, setmetatable, error, type, tostring = rawset, rawget, setmetatable, error, type, tostring
+local getinfo, sethook = dbg.getinfo, dbg.sethook
+
+for _, name in ipairs({"os", "io", "package", "require", "dofile", "loadfile", "python",
+                       "print", "module", "debug", "newproxy"}) do
+  rawset(G, name, nil)
+end
+
+local function readonly(t, name)
+  return setmetatable({}, {
+    __index = t,
+    __newindex = function() error("Attempt to modify a readonly table", 2) end,
+    __metatable = {},
+  })
+end
+
+local redis = {}
+-- Python callables, so C functions for Lua: a script's "return redis.call(...)" is then not a
+-- tail call that would drop the script's frame (its line goes into the error suffix).
+-- redis.call raises a Python exception (a userdata to Lua; tostring gives its text).
+redis.call = py_call
+redis.pcall = py_pcall
+redis.error_reply = function(msg)
+  if type(msg) ~= "string" then error("wrong number or type of arguments", 2) end
+  if msg:sub(1, 1) == "-" then msg = msg:sub(2) end
+  local space = msg:find(" ", 1, true)
+  if not space then return {err = "ERR " .. msg} end
+  return {err = msg}
+end
+redis.status_reply = function(msg)
+  if type(msg) ~= "string" then error("wrong number or type of arguments", 2) end
+  return {ok = msg}
+end
+redis.sha1hex = function(s)
+  if type(s) ~= "string" and type(s) ~= "number" then
+    error("wrong number of arguments", 2)
+  end
+  return py_sha1hex(tostring(s))
+end
+redis.log = function(level, ...)
+  local n = select("#", ...)
+  if n == 0 then error("redis.log() requires two arguments or more.", 2) end
+  if type(level) ~= "number" or level < 0 or level > 3 then
+    error("Invalid debug level.", 2)
+  end
+  local parts = {}
+  for i = 1, n do parts[i] = tostring((select(i, ...))) end
+  py_log(level, table.concat(parts, " "))
+end
+redis.setresp = function(v)
+  if v ~= 2 and v ~= 3 then error("RESP version must be 2 or 3.", 2) end
+  py_setresp(v)
+end
+redis.set_repl = function(v)
+  if type(v) ~= "number" or v < 0 or v > 3 then error("Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.", 2) end
+end
+redis.replicate_commands = function() return true end
+redis.breakpoint = function() return false end
+redis.debug = function() end
+redis.acl_check_cmd = function(...) return py_acl(...) end
+redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
+redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
+redis.REDIS_VERSION, redis.REDIS_VERSION_NUM = version, version_num
+
+rawset(G, "redis", readonly(redis))
+for _, lib in ipairs({"string", "table", "math", "coroutine"}) do
+  rawset(G, lib, readonly(rawget(G, lib)))
+end
+
+local env = setmetatable({}, {
+  __index = function(_, name)
+    local v = rawget(G, name)
+    if v == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+    end
+    return v
+  end,
+  __newindex = function() error("Attempt to modify a readonly table", 2) end,
+  __metatable = {},
+})
+rawset(G, "_G", env)
+
+local function handler(err)
+  local source, line
+  for level = 2, 20 do
+    local info = getinfo(level, "Sl")
+    if not info then break end
+    if info.source == "@user_script" then
+      source, line = info.source, info.currentline
+      break
+    end
+  end
+  if type(err) == "userdata" then
+    err = {err = py_errtext(err)}
+  elseif type(err) ~= "table" then
+    err = {err = "ERR " .. tostring(err)}
+  end
+  return {err = err.err, source = source, line = line}
+end
+
+local function hook()
+  local info = getinfo(2, "S")
+  if info and info.source == "@user_script" and py_interrupt() then
+    sethook(hook, "l")  -- keep failing on every line, even inside a pcall
+    error("Script killed by user with SCRIPT KILL...", 0)
+  end
+end
+
+local compile = function(body)
+  local fn, err = loadstring(body, "@user_script")
+  if not fn then return nil, err end
+  setfenv(fn, env)
+  return fn, nil
+end
+
+local run = function(fn, keys, argv)
+  rawset(G, "KEYS", keys)
+  rawset(G, "ARGV", argv)
+  sethook(hook, "", HOOK_COUNT)
+  local ok, result = xpcall(fn, handler)
+  sethook()
+  return ok, result
+end
+
+return compile, run
+"""
+
+
+class CallError(Exception):  # noqa: N818  (what Redis calls it)
+    """A command run by ``redis.call`` failed; ``str()`` is the error line."""
+
+
+class Status(bytes):
+    """A status reply seen by redis.call (converted to ``{ok=...}``)."""
+
+
+class ErrorReply(bytes):
+    """An error reply seen by redis.call."""
+
+
+class Double(float):
+    """A RESP3 double seen by redis.call (converted to ``{double=...}``)."""
+
+
+class BigNumber(bytes):
+    pass
+
+
+class Verbatim(bytes):
+    pass
+
+
+class RespMap(list):  # type: ignore[type-arg]
+    """A RESP3 map: a list of (key, value) pairs."""
+
+
+class RespSet(list):  # type: ignore[type-arg]
+    pass
+
+
+def parse_reply(raw: bytes) -> Any:
+    value, _ = _parse(raw, 0)
+    return value
+
+
+def _parse(raw: bytes, pos: int) -> tuple[Any, int]:  # noqa: C901, PLR0911
+    end = raw.index(b"\r\n", pos)
+    kind, head = raw[pos], raw[pos + 1 : end]
+    nxt = end + 2
+    if kind == 0x24:  # $
+        if head == b"-1":
+            return None, nxt
+        n = int(head)
+        return raw[nxt : nxt + n], nxt + n + 2
+    if kind == 0x3A:  # :
+        return int(head), nxt
+    if kind in (0x2A, 0x7E, 0x3E):  # * ~ >
+        if head == b"-1":
+            return None, nxt
+        items = []
+        for _ in range(int(head)):
+            item, nxt = _parse(raw, nxt)
+            items.append(item)
+        return (RespSet(items) if kind == 0x7E else items), nxt
+    if kind == 0x2B:  # +
+        return Status(head), nxt
+    if kind == 0x2D:  # -
+        return ErrorReply(head), nxt
+    if kind == 0x5F:  # _
+        return None, nxt
+    if kind == 0x2C:  # ,
+        return Double(float(head)), nxt
+    if kind == 0x23:  # #
+        return head == b"t", nxt
+    if kind == 0x25:  # %
+        pairs = RespMap()
+        for _ in range(int(head)):
+            k, nxt = _parse(raw, nxt)
+            v, nxt = _parse(raw, nxt)
+            pairs.append((k, v))
+        return pairs, nxt
+    if kind == 0x28:  # (
+        return BigNumber(head), nxt
+    if kind == 0x3D:  # =
+        n = int(head)
+        return Verbatim(raw[nxt : nxt + n]), nxt + n + 2
+    raise ValueError(f"unknown reply type {raw[pos:pos + 1]!r}")
+
+
+def sha1hex(body: bytes) -> str:
+    return hashlib.sha1(body).hexdigest()  # noqa: S324  (Redis names scripts by SHA1)
+
+
+class LuaEngine:
+    """The Lua state, the script cache and the conversions both ways."""
+
+    def __init__(self, call: Callable[[bool, tuple[Any, ...]], Any],
+                 interrupt: Callable[[], bool], acl_check: Callable[..., bool],
+                 version: str) -> None:
+        self.lua = lua51.LuaRuntime(encoding=None, unpack_returned_tuples=True,
+                                    register_eval=False, register_builtins=False)
+        self.resp3 = False  # redis.setresp(3) in the running script
+        self.scripts: dict[str, Any] = {}  # sha -> compiled function
+        major, minor, patch = (int(x) for x in version.split("."))
+        boot = self.lua.execute(BOOTSTRAP.replace("HOOK_COUNT", str(HOOK_INSTRUCTIONS)),
+                                lambda *args: call(False, args),
+                                lambda *args: call(True, args),
+                                _errtext,
+                                lambda s: sha1hex(s).encode(),
+                                self._log, self._setresp, interrupt, acl_check,
+                                version.encode(), (major << 16) | (minor << 8) | patch)
+        self._compile, self._run = boot
+        self.LuaError = lua51.LuaError
+
+    def _log(self, level: int, message: bytes) -> None:
+        log.log([logging.DEBUG, logging.DEBUG, logging.INFO, logging.WARNING][int(level)],
+                "script: %s", message.decode("utf-8", "replace"))
+
+    def _setresp(self, version: int) -> None:
+        self.resp3 = int(version) == 3  # noqa: PLR2004
+
+    # -- the cache --------------------------------------------------------------------------
+    def load(self, body: bytes) -> str:
+        """Compile ``body`` (cached under its SHA1); raises ValueError with Redis's text."""
+        sha = sha1hex(body)
+        if sha not in self.scripts:
+            fn, err = self._compile(strip_shebang(body))
+            if fn is None:
+                raise ValueError(
+                    f"ERR Error compiling script (new function): {_text(err)}")
+            self.scripts[sha] = fn
+        return sha
+
+    def flush(self) -> None:
+        self.scripts.clear()
+
+    # -- running ----------------------------------------------------------------------------
+    def run(self, sha: str, keys: list[bytes], argv: list[bytes]) -> tuple[bool, Any]:
+        """(True, result) or (False, error table) of one call of a cached script."""
+        self.resp3 = False
+        fn = self.scripts[sha]
+        return self._run(fn, self.lua.table_from(keys), self.lua.table_from(argv))
+
+    def error_line(self, err: Any, sha: str) -> str:
+        """The error reply text of a script that raised (with Redis's suffix)."""
+        if lua51.lua_type(err) != "table":
+            return f"ERR {_text(err)}"
+        msg = err[b"err"]
+        text = _text(msg) if msg is not None else "ERR unknown error"
+        line = err[b"line"]
+        source = err[b"source"]
+        if source is not None and line is not None:
+            return f"{text} script: {sha}, on {_text(source)}:{int(line)}."
+        return f"{text} script: {sha}, on @user_script:0."
+
+    # -- Redis reply -> Lua ------------------------------------------------------------------
+    def to_lua(self, value: Any) -> Any:  # noqa: C901, PLR0911
+        if value is None:
+            return None if self.resp3 else False
+        t = type(value)
+        if t is bytes or t is int or t is bool:
+            return value
+        if t is list:
+            return self.lua.table_from([self.to_lua(v) for v in value])
+        if t is Status:
+            return self.lua.table_from({b"ok": bytes(value)})
+        if t is ErrorReply:
+            return self.lua.table_from({b"err": bytes(value)})
+        if t is Double:
+            return self.lua.table_from({b"double": float(value)})
+        if t is RespMap:
+            inner = self.lua.table()
+            for k, v in value:
+                inner[self.to_lua(k)] = self.to_lua(v)
+            return self.lua.table_from({b"map": inner})
+        if t is RespSet:
+            inner = self.lua.table()
+            for m in value:
+                inner[self.to_lua(m)] = True
+            return self.lua.table_from({b"set": inner})
+        if t is BigNumber:
+            return self.lua.table_from({b"big_number": bytes(value)})
+        if t is Verbatim:
+            raw = bytes(value)
+            return self.lua.table_from({b"verbatim_string": self.lua.table_from(
+                {b"format": raw[:3], b"string": raw[4:]})})
+        return value
+
+    # -- Lua -> Redis reply -------------------------------------------------------------------
+    def to_reply(self, value: Any, enc: type[Resp2]) -> bytes:  # noqa: C901, PLR0911, PLR0912
+        if value is None:
+            return enc.null
+        t = type(value)
+        if t is bytes:
+            return reply.bulk(value)
+        if t is CallError:  # a redis.call error caught by the script's own pcall
+            return reply.bulk(str(value).encode())
+        if t is bool:
+            if value:
+                return b"#t\r\n" if self.resp3 and enc.proto == 3 else reply.ONE  # noqa: PLR2004
+            if self.resp3:
+                return b"#f\r\n" if enc.proto == 3 else reply.ZERO  # noqa: PLR2004
+            return enc.null
+        if t is int:
+            return reply.integer(value)
+        if t is float:
+            return reply.integer(int(value)) if value == value and abs(value) < 2**63 \
+                else reply.integer(0)
+        if lua51.lua_type(value) != "table":
+            return enc.null
+        err = value[b"err"]
+        if err is not None:
+            return reply.error(_text(err))
+        ok = value[b"ok"]
+        if ok is not None:
+            return reply.simple(_bytes(ok))
+        double = value[b"double"]
+        if double is not None:
+            return enc.double(format_double(float(double)))
+        big = value[b"big_number"]
+        if big is not None:
+            return b"(%b\r\n" % _bytes(big) if enc.proto == 3 else reply.bulk(_bytes(big))  # noqa: PLR2004
+        verbatim = value[b"verbatim_string"]
+        if verbatim is not None:
+            return enc.verbatim(_bytes(verbatim[b"string"] or b""))
+        mapping = value[b"map"]
+        if mapping is not None:
+            return enc.map([(self.to_reply(k, enc), self.to_reply(v, enc))
+                            for k, v in mapping.items()])
+        members = value[b"set"]
+        if members is not None:
+            return enc.set([self.to_reply(k, enc) for k in members])
+        items = []
+        i = 1
+        while True:
+            item = value[i]
+            if item is None:
+                break
+            items.append(self.to_reply(item, enc))
+            i += 1
+        return reply.array(items)
+
+
+def _errtext(exc: Any) -> bytes:
+    """The error line of a Python exception raised through Lua (redis.call's errors)."""
+    if isinstance(exc, CallError):
+        return str(exc).encode()
+    log.error("internal error in a script callback: %r", exc)
+    return f"ERR internal error: {type(exc).__name__}: {exc}".encode()
+
+
+def _text(x: Any) -> str:
+    if isinstance(x, bytes):
+        return x.decode("utf-8", "replace")
+    return str(x)
+
+
+def _bytes(x: Any) -> bytes:
+    if isinstance(x, bytes):
+        return x
+    if isinstance(x, float) and x == int(x):
+        return b"%d" % int(x)
+    return str(x).encode()
+
+
+SHEBANG_FLAGS = frozenset(("no-writes", "allow-oom", "allow-stale", "no-cluster",
+                           "allow-cross-slot-keys"))
+
+
+def shebang_flags(body: bytes) -> frozenset[str] | None:
+    """The flags of a ``#!lua flags=...`` first line; None without a shebang.
+
+    :raises ValueError: with Redis's error text for a bad shebang.
+    """
+    if not body.startswith(b"#!"):
+        return None
+    line = body.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+    parts = line[2:].split(" ")
+    if parts[0] != "lua":
+        raise ValueError(f"ERR Unexpected engine in script shebang: {parts[0]}")
+    flags: set[str] = set()
+    for part in parts[1:]:
+        if not part:
+            continue
+        if not part.startswith("flags="):
+            raise ValueError(f"ERR Unknown lua shebang option: {part}")
+        for flag in part[len("flags="):].split(","):
+            if flag and flag not in SHEBANG_FLAGS:
+                raise ValueError(f"ERR Unexpected flag in script shebang: {flag}")
+            if flag:
+                flags.add(flag)
+    return frozenset(flags)
+
+
+def strip_shebang(body: bytes) -> bytes:
+    """The body Lua compiles: a shebang line is blanked (line numbers stay)."""
+    if body.startswith(b"#!"):
+        nl = body.find(b"\n")
+        return b"" if nl < 0 else body[nl:]
+    return body

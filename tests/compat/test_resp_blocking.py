@@ -1,0 +1,196 @@
+"""Blocking commands with several clients, on tuffdb and on a real redis-server.
+
+Each scenario runs the same steps against both servers and compares every reply. A step
+that must happen after a client has blocked waits for INFO's ``blocked_clients`` to
+reach the expected count (a real condition, polled with a generous bound), never a sleep.
+The cases are redis-types.md §2.2: first blocked first served, served only after the
+pushing command/EXEC completes, a wrong-type wake-up ignored, BLMOVE chains, MULTI
+never blocking, float timeouts, RESP3 nulls.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from resp_harness import NEEDS_REDIS, RawClient, tuffdb_and_redis  # noqa: E402
+
+pytestmark = NEEDS_REDIS
+
+WAIT_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
+    yield from tuffdb_and_redis(tmp_path_factory, "blocking")
+
+
+def wait_blocked(admin: RawClient, n: int) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        info = admin.call("INFO", "clients")
+        if f"blocked_clients:{n}\r\n".encode() in info:
+            return
+    raise AssertionError(f"never saw {n} blocked clients: {info!r}")
+
+
+Scenario = Callable[[Callable[[], RawClient], RawClient], list[bytes]]
+
+
+def both(servers: tuple[int, int], scenario: Scenario) -> list[bytes]:
+    results = []
+    for port in servers:
+        clients: list[RawClient] = []
+
+        def new() -> RawClient:
+            c = RawClient(port)
+            clients.append(c)
+            return c
+
+        admin = new()
+        admin.call("FLUSHALL")
+        try:
+            results.append(scenario(new, admin))
+        finally:
+            for c in clients:
+                c.close()
+    assert results[0] == results[1], f"tuffdb {results[0]!r}\nredis  {results[1]!r}"
+    return results[0]
+
+
+def test_first_blocked_is_first_served(servers: tuple[int, int]) -> None:
+    def scenario(new: Callable[[], RawClient], admin: RawClient) -> list[bytes]:
+        c1, c2 = new(), new()
+        c1.send("BLPOP", "k", "0")
+        wait_blocked(admin, 1)
+        c2.send("BLPOP", "k", "k2", "0")
+        wait_blocked(admin, 2)
+        pushed = admin.call("RPUSH", "k", "x", "y")
+        return [pushed, c1.read(), c2.read(), admin.call("EXISTS", "k")]
+
+    out = both(servers, scenario)
+    assert out[1] == b"*2\r\n$1\r\nk\r\n$1\r\nx\r\n"
+
+
+def test_a_transaction_that_pushes_and_pops_serves_nobody(servers: tuple[int, int]) -> None:
+    def scenario(new: Callable[[], RawClient], admin: RawClient) -> list[bytes]:
+        c1 = new()
+        c1.send("BLPOP", "k", "0.3")
+        wait_blocked(admin, 1)
+        steps = [admin.call("MULTI"), admin.call("RPUSH", "k", "a"), admin.call("LPOP", "k"),
+                 admin.call("EXEC")]
+        return [*steps, c1.read()]
+
+    assert both(servers, scenario)[-1] == b"*-1\r\n"
+
+
+def test_a_wrong_type_wake_up_is_ignored_and_the_timeout_replies(
+        servers: tuple[int, int]) -> None:
+    def scenario(new: Callable[[], RawClient], admin: RawClient) -> list[bytes]:
+        c1, c3 = new(), new()
+        c3.call("HELLO", "3")
+        c1.send("BLPOP", "k", "0.2")
+        c3.send("BZPOPMIN", "k", "0.2")
+        wait_blocked(admin, 2)
+        return [admin.call("SET", "k", "str"), c1.read(), c3.read()]
+
+    assert both(servers, scenario)[1:] == [b"*-1\r\n", b"_\r\n"]
+
+
+def test_blmove_chains_into_the_next_waiter(servers: tuple[int, int]) -> None:
+    def scenario(new: Callable[[], RawClient], admin: RawClient) -> list[bytes]:
+        c1, c2 = new(), new()
+        c1.send("BLMOVE", "src", "dst", "RIGHT", "LEFT", "0")
+        wait_blocked(admin, 1)
+        c2.send("BLPOP", "dst", "0")
+        wait_blocked(admin, 2)
+        return [admin.call("LPUSH", "src", "v"), c1.read(), c2.read(),
+                admin.call("EXISTS", "src", "dst")]
+
+    assert both(servers, scenario)[1:3] == [b"$1\r\nv\r\n", b"*2\r\n$3\r\ndst\r\n$1\r\nv\r\n"]
+
+
+def test_pipelined_commands_wait_behind_a_blocked_one(servers: tuple[int, int]) -> None:
+    def scenario(new: Callable[[], RawClient], admin: RawClient) -> list[bytes]:
+        c1 = new()
+        c1.send("BRPOP", "q", "0")
+        c1.send("GET", "after")
+        wait_blocked(admin, 1)
+        steps = [admin.call("SET", "after", "set-before-the-push"),
+                 admin.call("RPUSH", "q", "job")]
+        return [*steps, c1.read(), c1.read()]
+
+    assert both(servers, scenario)[-1] == b"$19\r\nset-before-the-push\r\n"
+
+
+def test_sorted_set_and_mpop_waiters_are_served(servers: tuple[int, int]) -> None:
+    def scenario(new: Callable[[], RawClient], admin: RawClient) -> list[bytes]:
+        c1, c2, c3 = new(), new(), new()
+        c1.send("BZPOPMAX", "z", "0")
+        wait_blocked(admin, 1)
+        c2.send("BZMPOP", "0", "2", "z", "z2", "MIN", "COUNT", "2")
+        wait_blocked(admin, 2)
+        c3.send("BLMPOP", "0", "1", "l", "RIGHT", "COUNT", "5")
+        wait_blocked(admin, 3)
+        return [admin.call("ZADD", "z", "1", "a", "2", "b", "3", "c"), c1.read(), c2.read(),
+                admin.call("RPUSH", "l", "1", "2"), c3.read(), admin.call("EXISTS", "z", "l")]
+
+    both(servers, scenario)
+
+
+def test_timeouts_reply_null_arrays_and_multi_never_blocks(servers: tuple[int, int]) -> None:
+    def scenario(new: Callable[[], RawClient], admin: RawClient) -> list[bytes]:
+        c1 = new()
+        out = [c1.call("BRPOP", "none", "0.05"), c1.call("BLMOVE", "none", "d", "LEFT", "LEFT",
+                                                         "0.01"),
+               c1.call("BRPOPLPUSH", "none", "d", "0.01"), c1.call("BLMPOP", "0.01", "1", "n",
+                                                                   "LEFT"),
+               c1.call("MULTI"), c1.call("BRPOPLPUSH", "none", "d", "0"),
+               c1.call("BZPOPMIN", "none", "0"), c1.call("EXEC")]
+        c1.call("HELLO", "3")
+        out.append(c1.call("BLPOP", "none", "0.01"))
+        return out
+
+    out = both(servers, scenario)
+    assert out[:2] == [b"*-1\r\n", b"*-1\r\n"]
+    assert out[-1] == b"_\r\n"
+
+
+def test_a_client_that_disconnects_while_blocked_is_forgotten(servers: tuple[int, int]) -> None:
+    def scenario(new: Callable[[], RawClient], admin: RawClient) -> list[bytes]:
+        c1, c2 = new(), new()
+        c1.send("BLPOP", "k", "0")
+        wait_blocked(admin, 1)
+        c2.send("BLPOP", "k", "0")
+        wait_blocked(admin, 2)
+        c1.close()
+        wait_blocked(admin, 1)
+        return [admin.call("RPUSH", "k", "v"), c2.read(), admin.call("LLEN", "k")]
+
+    assert both(servers, scenario)[1] == b"*2\r\n$1\r\nk\r\n$1\r\nv\r\n"
+
+
+def test_stream_readers_block_until_an_entry_is_added(servers: tuple[int, int]) -> None:
+    def scenario(new: Callable[[], RawClient], admin: RawClient) -> list[bytes]:
+        c1, c2, c3 = new(), new(), new()
+        admin.call("XADD", "s", "1-0", "old", "x")
+        admin.call("XGROUP", "CREATE", "s", "g", "$")
+        c1.send("XREAD", "BLOCK", "0", "STREAMS", "s", "other", "$", "0")
+        wait_blocked(admin, 1)
+        c2.send("XREADGROUP", "GROUP", "g", "w1", "BLOCK", "0", "STREAMS", "s", ">")
+        wait_blocked(admin, 2)
+        c3.call("HELLO", "3")
+        c3.send("XREAD", "BLOCK", "50", "STREAMS", "s", "$")
+        timed_out = c3.read()
+        return [timed_out, admin.call("XADD", "s", "2-0", "new", "y"), c1.read(), c2.read(),
+                admin.call("XPENDING", "s", "g")]
+
+    out = both(servers, scenario)
+    assert out[0] == b"_\r\n"
+    assert b"new" in out[2]

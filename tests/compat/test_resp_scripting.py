@@ -1,0 +1,239 @@
+"""Lua scripting (EVAL & co.) against a real redis-server, plus what only tuffdb can show.
+
+The scripted cases compare every reply byte for byte with Debian's redis-server 7.0:
+conversions both ways, the error texts and their `` script: <sha>, on @user_script:N.``
+suffix, the sandbox (no ``os``, read-only globals and libraries), shebang flags,
+EVAL_RO, the script cache. Then: a script is atomic (no other client's command runs in
+the middle), a runaway script makes others get -BUSY and SCRIPT KILL stops it unless it
+has written (-UNKILLABLE), blocked clients are served after the script, and redis-py's
+``register_script`` takes the NOSCRIPT path.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tuffdb.server.resp._process import ServerProcess, start_redis, start_tuffdb
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from resp_harness import NEEDS_REDIS, RawClient, compare, tuffdb_and_redis  # noqa: E402
+
+pytestmark = NEEDS_REDIS
+
+WAIT_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
+    yield from tuffdb_and_redis(tmp_path_factory, "scripting")
+
+
+CASES: list[tuple[str, ...]] = [
+ ("EVAL", "return 1", "0"),
+ ("EVAL", "return {1,2,3.5,'x',nil,4}", "0"),
+ ("EVAL", "return redis.call('SET', KEYS[1], ARGV[1])", "1", "k", "v"),
+ ("EVAL", "return redis.call('GET', KEYS[1])", "1", "k"),
+ ("EVAL", "return redis.call('GET', 'nokey')", "0"),
+ ("EVAL", "return redis.call('TYPE', 'k')", "0"),
+ ("EVAL", "return redis.call('INCR', 'k')", "0"),
+ ("EVAL", "return redis.pcall('INCR', 'k')", "0"),
+ ("EVAL", "return error('raw lua error')", "0"),
+ ("EVAL", "return error({err='ERR table error'})", "0"),
+ ("EVAL", "return {err='My Error'}", "0"),
+ ("EVAL", "return redis.error_reply('boom')", "0"),
+ ("EVAL", "return redis.error_reply('MYCODE boom')", "0"),
+ ("EVAL", "return redis.status_reply('GOOD')", "0"),
+ ("EVAL", "return {double=3.14}", "0"),
+ ("EVAL", "x = 1", "0"),
+ ("EVAL", "return x", "0"),
+ ("EVAL", "string.format = nil", "0"),
+ ("EVAL", "redis.call = nil", "0"),
+ ("EVAL", "local t = {} t.x = 1 return t.x", "0"),
+ ("EVAL", "return redis.sha1hex('')", "0"),
+ ("EVAL", "return _VERSION", "0"),
+ ("EVAL", "return tostring(10/2)", "0"),
+ ("EVAL", "return type(os)", "0"),
+ ("EVAL", "return 3.99", "0"),
+ ("EVAL", "return -3.99", "0"),
+ ("EVAL", "return true", "0"),
+ ("EVAL", "return false", "0"),
+ ("EVAL", "return {1,false,3}", "0"),
+ ("EVAL", "redis.setresp(3) return redis.call('HGETALL', 'nokey')", "0"),
+ ("EVAL", "return redis.call()", "0"),
+ ("EVAL", "return redis.call('nosuch')", "0"),
+ ("EVAL", "return redis.call('GET', {})", "0"),
+ ("EVAL", "return redis.call('GET')", "0"),
+ ("EVAL", "return redis.call('MULTI')", "0"),
+ ("EVAL", "return redis.call('BLPOP', 'l', 0)", "0"),
+ ("EVAL", "return redis.call('BLMPOP', 0, 1, 'l', 'LEFT')", "0"),
+ ("EVAL", "return = error", "0"),
+ ("EVAL", "return 1", "-1"),
+ ("EVAL", "return 1", "2", "a"),
+ ("EVAL", "return 1", "x"),
+ ("EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", "0"),
+ ("SCRIPT", "LOAD", "return 'loaded'"),
+ ("EVALSHA", "E0E1F9FABFC9D4800C877A703B823AC0578FF8DB", "0"),
+ ("SCRIPT", "EXISTS", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "ffff"),
+ ("SCRIPT", "FLUSH"),
+ ("SCRIPT", "EXISTS", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"),
+ ("SCRIPT", "KILL"),
+ ("EVAL_RO", "return redis.call('SET', 'a', 'b')", "0"),
+ ("EVAL_RO", "return redis.call('GET', 'k')", "0"),
+ ("EVAL", "#!lua flags=no-writes\nreturn redis.call('SET', 'a', 'b')", "0"),
+ ("EVAL", "#!lua flags=bogus\nreturn 1", "0"),
+ ("EVAL", "#!lua name=x\nreturn 1", "0"),
+ ("EVAL", "#!lua\nreturn 1", "0"),
+ ("EVAL_RO", "#!lua\nreturn 1", "0"),
+ ("EVAL", "local ok, e = pcall(function() return redis.call('INCR', 'k') end) return e", "0"),
+ ("EVAL", "return redis.call('ZADD', 'z', 1, 'a')", "0"),
+ ("EVAL", "return redis.call('ZSCORE', 'z', 'a')", "0"),
+ ("EVAL", "redis.setresp(3) return redis.call('ZSCORE', 'z', 'a')", "0"),
+ ("EVAL", "redis.setresp(3) return {double=1.5}", "0"),
+ ("EVAL", "redis.setresp(3) return true", "0"),
+ ("EVAL", "redis.setresp(3) return false", "0"),
+ ("EVAL", "return redis.REDIS_VERSION_NUM >= 0x070000", "0"),
+ ("EVAL", "return #KEYS + #ARGV", "2", "a", "b", "c"),
+ ("EVAL", "return {unpack({1,2,3})}", "0"),
+ ("EVAL", "local function f(n) return n end return f(unpack(ARGV, 1, 2))", "0", "7", "8"),
+ ("EVAL", "return redis.call('EXISTS', 'k', 'z')", "0"),
+ ("EVAL", "redis.log(redis.LOG_WARNING, 'hello') return 1", "0"),
+ ("EVAL", "return tonumber('12') + 1", "0"),
+ ("EVAL", "return string.rep('a', 3)", "0"),
+ ("EVAL", "return math.floor(2.5)", "0"),
+ ("EVAL", "return table.concat({'a','b'}, ',')", "0"),
+ ("EVAL", "return redis.call('SET', KEYS[1], 5.5)", "1", "f"),
+ ("EVAL", "return redis.call('GET', 'f')", "0"),
+ ("EVAL", "local x = redis.call('LPOP', 'nolist') return type(x)", "0"),
+ ("EVAL", "return redis.call('HSET', 'h', 'a', 1, 'b', 2)", "0"),
+ ("EVAL", "return redis.call('HGETALL', 'h')", "0"),
+ ("EVAL", "redis.setresp(3) local t = redis.call('HGETALL', 'h') return t['map']['a']", "0"),
+ ("EVAL", "redis.setresp(3) return redis.call('HGETALL', 'h')", "0"),
+ ("EVAL", "return getmetatable(_G)", "0"),
+ ("EVAL", "return loadstring('return 1')()", "0"),
+ ("EVAL", "local a = nil; return a.b", "0"),
+ ("EVAL", "\n\nreturn redis.call('INCR', 'k')", "0"),
+]
+
+
+def test_scripts_reply_like_redis_byte_for_byte(servers: tuple[int, int]) -> None:
+    compare(servers, CASES, exact=True)
+
+
+def test_scripts_reply_like_redis_to_a_resp3_client(servers: tuple[int, int]) -> None:
+    compare(servers, [("HELLO", "3"), *[c for c in CASES if c[0] != "SCRIPT"]], exact=True)
+
+
+def test_a_script_is_atomic_and_serves_blocked_clients_after_it(
+        servers: tuple[int, int]) -> None:
+    """A client blocked on a list the script pushes to and pops from again gets nothing;
+    one blocked on a list the script leaves non-empty is served after the script."""
+    for port in servers:
+        admin, c1, c2 = RawClient(port), RawClient(port), RawClient(port)
+        try:
+            admin.call("FLUSHALL")
+            c1.send("BLPOP", "a", "0.5")
+            c2.send("BLPOP", "b", "0")
+            deadline = time.monotonic() + WAIT_S
+            while b"blocked_clients:2" not in admin.call("INFO", "clients"):
+                assert time.monotonic() < deadline
+            body = ("redis.call('RPUSH', 'a', 'x') redis.call('LPOP', 'a') "
+                    "redis.call('RPUSH', 'b', 'y') return redis.call('LLEN', 'b')")
+            assert admin.call("EVAL", body, "0") == b":1\r\n"
+            assert c2.read() == b"*2\r\n$1\r\nb\r\n$1\r\ny\r\n"
+            assert c1.read() == b"*-1\r\n"
+        finally:
+            for c in (admin, c1, c2):
+                c.close()
+
+
+def _busy_then_kill(port: int) -> list[bytes]:
+    """A runaway script: others get -BUSY; SCRIPT KILL ends it."""
+    admin, runner = RawClient(port), RawClient(port)
+    try:
+        admin.call("CONFIG", "SET", "busy-reply-threshold", "100")
+        runner.send("EVAL", "local i = 0 while true do i = i + 1 end", "0")
+        deadline = time.monotonic() + WAIT_S
+        while (busy := admin.call("PING")) == b"+PONG\r\n":
+            assert time.monotonic() < deadline
+        killed = admin.call("SCRIPT", "KILL")
+        out = [busy, killed, runner.read(), admin.call("SCRIPT", "KILL"), admin.call("PING")]
+        admin.call("CONFIG", "SET", "busy-reply-threshold", "5000")
+        return out
+    finally:
+        admin.close()
+        runner.close()
+
+
+def test_a_runaway_script_gets_busy_replies_and_can_be_killed(servers: tuple[int, int]) -> None:
+    ours, theirs = _busy_then_kill(servers[0]), _busy_then_kill(servers[1])
+    assert ours == theirs
+    assert ours[0].startswith(b"-BUSY Redis is busy running a script.")
+    assert ours[1] == b"+OK\r\n"
+    assert ours[2].startswith(b"-ERR Script killed by user with SCRIPT KILL")
+    assert ours[3] == b"-NOTBUSY No scripts in execution right now.\r\n"
+
+
+def _unkillable(proc: ServerProcess) -> bytes:
+    admin, runner = RawClient(proc.port), RawClient(proc.port)
+    try:
+        admin.call("CONFIG", "SET", "busy-reply-threshold", "100")
+        runner.send("EVAL", "redis.call('SET', 'x', '1') while true do end", "0")
+        deadline = time.monotonic() + WAIT_S
+        while admin.call("PING") == b"+PONG\r\n":
+            assert time.monotonic() < deadline
+        return admin.call("SCRIPT", "KILL")
+    finally:
+        admin.close()
+        runner.close()
+        proc.kill()  # SHUTDOWN NOSAVE is the only way out, in Redis too
+
+
+def test_a_script_that_wrote_is_unkillable(tmp_path: Path) -> None:
+    ours = _unkillable(start_tuffdb(tmp_path / "t"))
+    theirs = _unkillable(start_redis())
+    assert ours == theirs
+    assert ours.startswith(b"-UNKILLABLE Sorry the script already executed write commands")
+
+
+def test_other_clients_wait_for_a_script_instead_of_interleaving(
+        servers: tuple[int, int]) -> None:
+    """While a script runs (under the busy threshold) another client's INCR waits, so the
+    script sees no change between its two reads."""
+    r = redis.Redis(port=servers[0])
+    r.flushall()
+    r.set("n", 0)
+    body = ("local a = redis.call('GET', 'n') local i = 0 while i < 3000000 do i = i + 1 end "
+            "local b = redis.call('GET', 'n') return {a, b}")
+    got: list[object] = []
+    runner = threading.Thread(target=lambda: got.append(r.eval(body, 0)))
+    runner.start()
+    other = redis.Redis(port=servers[0])
+    while not got:
+        other.incr("n")
+    runner.join(WAIT_S)
+    first, second = got[0]  # type: ignore[misc]
+    assert first == second
+    assert int(other.get("n")) > int(second)
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_redis_py_register_script_takes_the_noscript_path(servers: tuple[int, int],
+                                                          protocol: int) -> None:
+    r = redis.Redis(port=servers[0], protocol=protocol)
+    r.flushall()
+    r.script_flush()
+    incr = r.register_script("return redis.call('INCRBY', KEYS[1], ARGV[1])")
+    assert incr(keys=["c"], args=[5]) == 5  # EVALSHA -> NOSCRIPT -> SCRIPT LOAD -> EVALSHA
+    assert r.script_exists(incr.sha) == [True]
+    with r.pipeline() as pipe:
+        incr(keys=["c"], args=[1], client=pipe)
+        incr(keys=["c"], args=[1], client=pipe)
+        assert pipe.execute() == [6, 7]
+    assert r.get("c") == b"7"

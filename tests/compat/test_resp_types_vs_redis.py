@@ -1,0 +1,416 @@
+"""Lists, sets, sorted sets and the generic commands over them, against a real redis-server.
+
+Each script runs on a fresh tuffdb and a fresh Debian redis-server 7.0; every reply is
+compared, byte for byte except where Redis leaves an order unspecified (SMEMBERS,
+HGETALL... compared sorted, see resp_harness.normalise). Scripts cover the error texts
+and edge cases of redis-types.md §2; Hypothesis then mixes commands of every type, in
+RESP2 and RESP3, to find what the scripts did not think of.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from resp_harness import NEEDS_REDIS, RawClient, compare, normalise, tuffdb_and_redis  # noqa: E402
+
+pytestmark = NEEDS_REDIS
+
+Script = list[tuple[str, ...]]
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
+    yield from tuffdb_and_redis(tmp_path_factory, "types-vs-redis")
+
+
+LISTS: Script = [
+    ("LPUSH", "l", "a", "b", "c"), ("RPUSH", "l", "d", "e"), ("LRANGE", "l", "0", "-1"),
+    ("LLEN", "l"), ("LLEN", "none"), ("LPUSHX", "none", "x"), ("RPUSHX", "none", "x"),
+    ("EXISTS", "none"), ("LPUSHX", "l", "x"), ("RPUSHX", "l", "y", "z"),
+    ("LRANGE", "l", "1", "3"), ("LRANGE", "l", "-3", "-1"), ("LRANGE", "l", "5", "2"),
+    ("LRANGE", "l", "100", "200"), ("LRANGE", "l", "-100", "100"), ("LRANGE", "l", "1.5", "2"),
+    ("LRANGE", "none", "0", "-1"), ("LINDEX", "l", "0"), ("LINDEX", "l", "-1"),
+    ("LINDEX", "l", "99"), ("LINDEX", "l", "x"), ("LSET", "l", "1", "B"), ("LSET", "l", "99", "v"),
+    ("LSET", "none", "0", "v"), ("LRANGE", "l", "0", "-1"), ("LPOP", "l"), ("RPOP", "l"),
+    ("LPOP", "l", "2"), ("RPOP", "l", "2"), ("LPOP", "l", "0"), ("LPOP", "l", "-1"),
+    ("LPOP", "none"), ("LPOP", "none", "2"), ("LPOP", "l", "1", "2"), ("LRANGE", "l", "0", "-1"),
+    ("RPOP", "l", "100"), ("EXISTS", "l"), ("RPUSH", "r", "1", "2", "3", "2", "1", "2"),
+    ("LREM", "r", "2", "2"), ("LRANGE", "r", "0", "-1"), ("LREM", "r", "-1", "1"),
+    ("LRANGE", "r", "0", "-1"), ("LREM", "r", "0", "3"), ("LREM", "r", "0", "nope"),
+    ("LREM", "none", "0", "x"), ("LREM", "r", "x", "1"), ("RPUSH", "t", "a", "b", "c", "d", "e"),
+    ("LTRIM", "t", "1", "-2"), ("LRANGE", "t", "0", "-1"), ("LTRIM", "t", "5", "10"),
+    ("EXISTS", "t"), ("LTRIM", "none", "0", "1"), ("RPUSH", "i", "a", "b", "c"),
+    ("LINSERT", "i", "BEFORE", "b", "X"), ("LINSERT", "i", "AFTER", "c", "Y"),
+    ("LINSERT", "i", "AFTER", "a", "Z"), ("LRANGE", "i", "0", "-1"),
+    ("LINSERT", "i", "AFTER", "nope", "Q"), ("LINSERT", "none", "AFTER", "a", "Q"),
+    ("LINSERT", "i", "MIDDLE", "a", "Q"), ("RPUSH", "p", "a", "b", "c", "b", "a", "b"),
+    ("LPOS", "p", "b"), ("LPOS", "p", "b", "RANK", "2"), ("LPOS", "p", "b", "RANK", "-1"),
+    ("LPOS", "p", "b", "COUNT", "0"), ("LPOS", "p", "b", "COUNT", "2", "RANK", "-1"),
+    ("LPOS", "p", "b", "MAXLEN", "2"), ("LPOS", "p", "b", "COUNT", "0", "MAXLEN", "4"),
+    ("LPOS", "p", "z"), ("LPOS", "p", "z", "COUNT", "1"), ("LPOS", "none", "z"),
+    ("LPOS", "none", "z", "COUNT", "0"), ("LPOS", "p", "b", "RANK", "0"),
+    ("LPOS", "p", "b", "COUNT", "-1"), ("LPOS", "p", "b", "MAXLEN", "-1"),
+    ("LPOS", "p", "b", "FOO", "1"), ("LPOS", "p", "b", "RANK"),
+    ("RPUSH", "m1", "1", "2", "3"), ("LMOVE", "m1", "m2", "LEFT", "RIGHT"),
+    ("LMOVE", "m1", "m2", "RIGHT", "LEFT"), ("LRANGE", "m1", "0", "-1"),
+    ("LRANGE", "m2", "0", "-1"), ("LMOVE", "m1", "m1", "LEFT", "RIGHT"), ("LRANGE", "m1", "0", "-1"),
+    ("LMOVE", "none", "m2", "LEFT", "LEFT"), ("LMOVE", "m1", "m2", "UP", "LEFT"),
+    ("SET", "str", "v"), ("LMOVE", "m1", "str", "LEFT", "LEFT"), ("LRANGE", "m1", "0", "-1"),
+    ("LMOVE", "none", "str", "LEFT", "LEFT"), ("RPOPLPUSH", "m1", "m2"),
+    ("RPOPLPUSH", "m1", "m2"), ("EXISTS", "m1"), ("LRANGE", "m2", "0", "-1"),
+    ("LPUSH", "str", "x"), ("LRANGE", "str", "0", "1"), ("LLEN", "str"), ("LPOP", "str"),
+    ("RPUSH", "q1", "a"), ("RPUSH", "q2", "b", "c"), ("LMPOP", "2", "none", "q2", "LEFT"),
+    ("LMPOP", "3", "none", "q1", "q2", "RIGHT", "COUNT", "5"), ("LMPOP", "1", "none", "LEFT"),
+    ("LMPOP", "0", "q2", "LEFT"), ("LMPOP", "1", "q2", "LEFT", "COUNT", "0"),
+    ("LMPOP", "1", "q2", "UP"), ("LMPOP", "5", "q2", "LEFT"), ("LMPOP", "1", "str", "LEFT"),
+    ("TYPE", "q2"), ("TYPE", "m2"), ("OBJECT", "ENCODING", "m2"),
+]
+
+SETS: Script = [
+    ("SADD", "s", "a", "b", "c", "a"), ("SADD", "s", "c", "d"), ("SCARD", "s"), ("SCARD", "none"),
+    ("SMEMBERS", "s"), ("SMEMBERS", "none"), ("SISMEMBER", "s", "a"), ("SISMEMBER", "s", "z"),
+    ("SISMEMBER", "none", "a"), ("SMISMEMBER", "s", "a", "z", "d"), ("SMISMEMBER", "none", "a"),
+    ("SREM", "s", "a", "z"), ("SREM", "none", "a"), ("SMEMBERS", "s"),
+    ("SADD", "one", "x"), ("SPOP", "one"), ("EXISTS", "one"), ("SPOP", "none"),
+    ("SPOP", "none", "2"), ("SPOP", "s", "0"), ("SPOP", "s", "-1"), ("SPOP", "s", "1", "2"),
+    ("SADD", "one", "x"), ("SRANDMEMBER", "one"), ("SRANDMEMBER", "one", "-3"),
+    ("SRANDMEMBER", "one", "5"), ("SRANDMEMBER", "s", "100"), ("SRANDMEMBER", "s", "0"),
+    ("SRANDMEMBER", "none"), ("SRANDMEMBER", "none", "3"), ("SRANDMEMBER", "s", "x"),
+    ("SRANDMEMBER", "s", "1", "2"), ("SPOP", "one", "5"), ("EXISTS", "one"),
+    ("SADD", "a", "1", "2", "3", "4"), ("SADD", "b", "3", "4", "5"), ("SADD", "c", "4", "6"),
+    ("SINTER", "a", "b"), ("SINTER", "a", "b", "c"), ("SINTER", "a", "none"), ("SUNION", "a", "b"),
+    ("SUNION", "none"), ("SDIFF", "a", "b"), ("SDIFF", "a", "b", "c"), ("SDIFF", "none", "a"),
+    ("SET", "str", "v"), ("SINTER", "a", "str"), ("SINTER", "none", "str"), ("SUNION", "str"),
+    ("SINTERSTORE", "d", "a", "b"), ("SMEMBERS", "d"), ("SUNIONSTORE", "d", "a", "c"),
+    ("SMEMBERS", "d"), ("SDIFFSTORE", "d", "a", "a"), ("EXISTS", "d"),
+    ("SINTERSTORE", "str", "a", "b"), ("TYPE", "str"), ("SMEMBERS", "str"),
+    ("SINTERCARD", "2", "a", "b"), ("SINTERCARD", "2", "a", "b", "LIMIT", "1"),
+    ("SINTERCARD", "0", "a"), ("SINTERCARD", "3", "a", "b"), ("SINTERCARD", "1", "a", "LIMIT", "-1"),
+    ("SINTERCARD", "1", "a", "FOO"), ("SINTERCARD", "x", "a"),
+    ("SMOVE", "a", "b", "1"), ("SMEMBERS", "a"), ("SMEMBERS", "b"), ("SMOVE", "a", "b", "zz"),
+    ("SMOVE", "none", "b", "1"), ("SMOVE", "a", "a", "2"), ("SMOVE", "a", "a", "zz"),
+    ("SET", "str2", "v"), ("SMOVE", "a", "str2", "2"), ("SMOVE", "str2", "a", "2"),
+    ("SADD", "single", "m"), ("SMOVE", "single", "newset", "m"), ("EXISTS", "single"),
+    ("SMEMBERS", "newset"), ("SADD", "str2", "x"), ("SCARD", "str2"), ("TYPE", "newset"),
+    ("SADD", "ints", "1", "2", "3"), ("SSCAN", "ints", "0"), ("SSCAN", "ints", "0", "MATCH", "2"),
+    ("SSCAN", "ints", "x"), ("SSCAN", "none", "0"), ("OBJECT", "ENCODING", "ints"),
+]
+
+ZSETS: Script = [
+    ("ZADD", "z", "1", "a", "2", "b", "3", "c"), ("ZADD", "z", "1", "a"), ("ZCARD", "z"),
+    ("ZADD", "z", "CH", "5", "a", "1", "d"), ("ZADD", "z", "NX", "9", "a", "9", "e"),
+    ("ZADD", "z", "XX", "4", "e", "6", "f"), ("ZADD", "z", "GT", "4", "a", "10", "b"),
+    ("ZADD", "z", "LT", "CH", "1", "c", "10", "d"), ("ZADD", "z", "GT", "7", "new"),
+    ("ZADD", "z", "NX", "XX", "1", "a"), ("ZADD", "z", "GT", "LT", "1", "a"),
+    ("ZADD", "z", "NX", "GT", "1", "a"), ("ZADD", "z", "INCR", "1", "a", "2", "b"),
+    ("ZADD", "z", "1", "a", "2"), ("ZADD", "z", "x", "a"), ("ZADD", "z", "nan", "a"),
+    ("ZADD", "z", "INCR", "2.5", "a"), ("ZADD", "z", "NX", "INCR", "5", "a"),
+    ("ZADD", "z", "XX", "INCR", "5", "zz"), ("ZADD", "none", "XX", "1", "a"),
+    ("ZADD", "none", "XX", "INCR", "1", "a"), ("EXISTS", "none"),
+    ("ZRANGE", "z", "0", "-1", "WITHSCORES"), ("ZSCORE", "z", "a"), ("ZSCORE", "z", "zz"),
+    ("ZSCORE", "none", "a"), ("ZMSCORE", "z", "a", "zz", "b"), ("ZMSCORE", "none", "a"),
+    ("ZINCRBY", "z", "0.1", "a"), ("ZINCRBY", "z", "x", "a"), ("ZINCRBY", "zi", "inf", "m"),
+    ("ZINCRBY", "zi", "-inf", "m"), ("ZSCORE", "zi", "m"),
+    ("ZADD", "f", "0x10", "hex", ".5", "half", "5.", "five", "+5", "plus", "-0", "negzero",
+     "inf", "pinf", "-inf", "ninf", "1e-5", "small", "3.14", "pi", "1e17", "big"),
+    ("ZRANGE", "f", "0", "-1", "WITHSCORES"), ("ZADD", "f", " 1", "m"), ("ZADD", "f", "1 ", "m"),
+    ("ZADD", "f", "", "m"), ("ZADD", "f", "1e400", "m"), ("ZADD", "f", "1e-400", "m"),
+    ("ZCOUNT", "z", "-inf", "+inf"), ("ZCOUNT", "z", "(1", "5"), ("ZCOUNT", "z", "5", "1"),
+    ("ZCOUNT", "z", "x", "1"), ("ZCOUNT", "none", "0", "1"),
+    ("ZRANGEBYSCORE", "z", "-inf", "+inf", "WITHSCORES"), ("ZRANGEBYSCORE", "z", "(2", "(10"),
+    ("ZRANGEBYSCORE", "z", "1", "10", "LIMIT", "1", "2"),
+    ("ZRANGEBYSCORE", "z", "1", "10", "LIMIT", "1", "-1"),
+    ("ZRANGEBYSCORE", "z", "1", "10", "LIMIT", "-1", "2"), ("ZRANGEBYSCORE", "z", "1", "10", "LIMIT", "0"),
+    ("ZRANGEBYSCORE", "z", "a", "10"), ("ZREVRANGEBYSCORE", "z", "+inf", "-inf", "WITHSCORES"),
+    ("ZREVRANGEBYSCORE", "z", "5", "(1", "LIMIT", "0", "2"),
+    ("ZRANGE", "z", "(1", "5", "BYSCORE"), ("ZRANGE", "z", "5", "(1", "BYSCORE", "REV"),
+    ("ZRANGE", "z", "0", "-1", "LIMIT", "0", "1"), ("ZRANGE", "z", "0", "2", "REV", "WITHSCORES"),
+    ("ZRANGE", "z", "-2", "-1"), ("ZRANGE", "z", "5", "1"), ("ZRANGE", "z", "0", "x"),
+    ("ZRANGE", "z", "0", "1", "FOO"), ("ZRANGE", "z", "1", "inf", "BYSCORE", "LIMIT", "1", "1",
+                                        "WITHSCORES"),
+    ("ZREVRANGE", "z", "0", "1", "WITHSCORES"), ("ZREVRANGE", "z", "0", "1", "BYSCORE"),
+    ("ZRANK", "z", "a"), ("ZRANK", "z", "zz"), ("ZREVRANK", "z", "a"), ("ZRANK", "none", "a"),
+    ("ZRANK", "z", "a", "WITHSCORE"),
+    ("ZADD", "lex", "0", "a", "0", "b", "0", "c", "0", "d", "0", "e"),
+    ("ZRANGEBYLEX", "lex", "-", "+"), ("ZRANGEBYLEX", "lex", "[b", "(d"),
+    ("ZRANGEBYLEX", "lex", "(a", "[c", "LIMIT", "1", "1"), ("ZREVRANGEBYLEX", "lex", "+", "-"),
+    ("ZREVRANGEBYLEX", "lex", "[d", "(a"), ("ZRANGEBYLEX", "lex", "b", "d"),
+    ("ZRANGE", "lex", "[b", "[d", "BYLEX"), ("ZRANGE", "lex", "[d", "[b", "BYLEX", "REV"),
+    ("ZRANGE", "lex", "-", "+", "BYLEX", "WITHSCORES"), ("ZLEXCOUNT", "lex", "-", "+"),
+    ("ZLEXCOUNT", "lex", "[b", "[c"), ("ZLEXCOUNT", "lex", "x", "+"),
+    ("ZRANGESTORE", "dst", "z", "0", "1"), ("ZRANGE", "dst", "0", "-1", "WITHSCORES"),
+    ("ZRANGESTORE", "dst", "z", "10", "20"), ("EXISTS", "dst"),
+    ("ZRANGESTORE", "dst", "lex", "[b", "[c", "BYLEX"), ("ZRANGE", "dst", "0", "-1"),
+    ("ZREM", "z", "a", "zz"), ("ZREM", "none", "a"), ("ZREMRANGEBYRANK", "z", "0", "0"),
+    ("ZREMRANGEBYSCORE", "z", "(5", "+inf"), ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
+    ("ZREMRANGEBYLEX", "lex", "[b", "[c"), ("ZRANGE", "lex", "0", "-1"),
+    ("ZREMRANGEBYSCORE", "z", "x", "1"), ("ZREMRANGEBYLEX", "lex", "b", "c"),
+    ("ZADD", "p", "1", "a", "2", "b", "3", "c", "4", "d"), ("ZPOPMIN", "p"), ("ZPOPMAX", "p"),
+    ("ZPOPMIN", "p", "5"), ("EXISTS", "p"), ("ZPOPMIN", "none"), ("ZPOPMIN", "none", "2"),
+    ("ZPOPMAX", "z", "0"), ("ZPOPMAX", "z", "-1"), ("ZPOPMIN", "z", "1", "2"),
+    ("ZADD", "m1", "1", "x"), ("ZMPOP", "2", "none", "m1", "MIN"),
+    ("ZMPOP", "1", "none", "MAX", "COUNT", "3"), ("ZMPOP", "1", "m1", "SIDEWAYS"),
+    ("ZMPOP", "0", "m1", "MIN"), ("ZADD", "u1", "1", "a", "2", "b"), ("ZADD", "u2", "2", "b", "3", "c"),
+    ("SADD", "us", "b", "d"), ("ZUNION", "2", "u1", "u2", "WITHSCORES"),
+    ("ZUNION", "3", "u1", "u2", "us", "WEIGHTS", "1", "2", "3", "WITHSCORES"),
+    ("ZUNION", "2", "u1", "u2", "AGGREGATE", "MAX", "WITHSCORES"),
+    ("ZINTER", "2", "u1", "u2", "WITHSCORES"), ("ZINTER", "3", "u1", "u2", "us", "AGGREGATE", "MIN",
+                                                 "WITHSCORES"),
+    ("ZDIFF", "2", "u1", "u2", "WITHSCORES"), ("ZDIFF", "2", "u1", "us"),
+    ("ZUNIONSTORE", "out", "2", "u1", "u2"), ("ZRANGE", "out", "0", "-1", "WITHSCORES"),
+    ("ZINTERSTORE", "out", "2", "u1", "none"), ("EXISTS", "out"),
+    ("ZDIFFSTORE", "out", "2", "u1", "u2"), ("ZRANGE", "out", "0", "-1", "WITHSCORES"),
+    ("ZUNIONSTORE", "out", "0", "u1"), ("ZUNIONSTORE", "out", "3", "u1"),
+    ("ZUNION", "2", "u1", "u2", "WEIGHTS", "1"), ("ZUNION", "2", "u1", "u2", "WEIGHTS", "1", "x"),
+    ("ZUNION", "2", "u1", "u2", "AGGREGATE", "AVG"), ("ZDIFF", "2", "u1", "u2", "WEIGHTS", "1", "2"),
+    ("ZUNIONSTORE", "out", "2", "u1", "u2", "WITHSCORES"), ("SET", "str", "v"),
+    ("ZUNION", "2", "u1", "str"), ("ZADD", "inf1", "inf", "a"), ("ZADD", "inf2", "-inf", "a"),
+    ("ZUNION", "2", "inf1", "inf2", "WITHSCORES"),
+    ("ZUNION", "2", "inf1", "inf2", "WEIGHTS", "0", "1", "WITHSCORES"),
+    ("ZINTERCARD", "2", "u1", "u2"), ("ZINTERCARD", "2", "u1", "u2", "LIMIT", "5"),
+    ("ZINTERCARD", "0", "u1"), ("ZADD", "str", "1", "a"), ("ZSCORE", "str", "a"),
+    ("ZSCAN", "u1", "0"), ("ZSCAN", "u1", "0", "MATCH", "a*"), ("ZSCAN", "none", "0"),
+    ("ZRANDMEMBER", "none"), ("ZRANDMEMBER", "none", "2"), ("ZRANDMEMBER", "m1", "-2"),
+    ("ZADD", "one", "7", "only"), ("ZRANDMEMBER", "one"), ("ZRANDMEMBER", "one", "-2", "WITHSCORES"),
+    ("ZRANDMEMBER", "one", "3", "WITHSCORES"), ("ZRANDMEMBER", "one", "1", "FOO"),
+    ("TYPE", "u1"), ("OBJECT", "ENCODING", "u1"),
+]
+
+GENERIC: Script = [
+    ("RPUSH", "l", "a", "b"), ("SADD", "s", "m"), ("ZADD", "z", "1", "m"), ("HSET", "h", "f", "v"),
+    ("SET", "str", "v"), ("TYPE", "l"), ("TYPE", "s"), ("TYPE", "z"), ("TYPE", "h"),
+    ("EXISTS", "l", "s", "z", "h", "str", "none"), ("GET", "l"), ("INCR", "s"), ("HGET", "z", "m"),
+    ("SADD", "h", "x"), ("ZADD", "l", "1", "x"), ("LPUSH", "z", "x"), ("SCAN", "0", "TYPE", "list"),
+    ("SCAN", "0", "TYPE", "zset", "COUNT", "100"), ("KEYS", "*"), ("DBSIZE",),
+    ("EXPIRE", "l", "100"), ("TTL", "l"), ("RPUSH", "l", "c"), ("TTL", "l"), ("LPOP", "l", "3"),
+    ("TTL", "l"), ("EXISTS", "l"), ("SADD", "s", "n"), ("EXPIRE", "s", "50"),
+    ("RENAME", "s", "s2"), ("TTL", "s2"), ("SMEMBERS", "s2"), ("EXISTS", "s"),
+    ("RENAME", "z", "h"), ("TYPE", "h"), ("ZRANGE", "h", "0", "-1"), ("RENAMENX", "h", "s2"),
+    ("SET", "s2", "now a string"), ("GET", "s2"), ("SMEMBERS", "s2"), ("DEL", "h", "s2", "none"),
+    ("DBSIZE",), ("PERSIST", "l"), ("RPUSH", "l", "x"), ("EXPIRE", "l", "0"), ("EXISTS", "l"),
+    ("SADD", "big", *[str(i) for i in range(200)]), ("SCARD", "big"), ("DEL", "big"),
+    ("SCARD", "big"), ("SADD", "big", "fresh"), ("SMEMBERS", "big"),
+    ("HSET", "h2", *[x for i in range(150) for x in (f"f{i}", str(i))]), ("HLEN", "h2"),
+    ("HDEL", "h2", *[f"f{i}" for i in range(149)]), ("HGETALL", "h2"), ("HRANDFIELD", "h2"),
+    ("HRANDFIELD", "h2", "-2"), ("HRANDFIELD", "h2", "1", "WITHVALUES"),
+    ("MULTI",), ("RPUSH", "tx", "1"), ("LPOP", "tx"), ("SADD", "txs", "a"), ("EXEC",),
+    ("EXISTS", "tx"), ("SMEMBERS", "txs"), ("MULTI",), ("BLPOP", "tx", "0"),
+    ("BLMOVE", "tx", "tx2", "LEFT", "LEFT", "0"), ("BZPOPMIN", "tx", "0"),
+    ("BLMPOP", "0", "1", "tx", "LEFT"), ("EXEC",), ("BLPOP", "str", "0"),
+    ("BLPOP", "tx", "-1"), ("BLPOP", "tx", "x"), ("BLMOVE", "a", "b", "UP", "LEFT", "0"),
+    ("FLUSHALL",), ("DBSIZE",), ("SMEMBERS", "txs"),
+]
+
+RESP3: Script = [
+    ("HELLO", "3"), ("SADD", "s", "a", "b"), ("SMEMBERS", "s"), ("SINTER", "s", "s"),
+    ("SPOP", "s", "0"), ("SRANDMEMBER", "s", "5"), ("SMISMEMBER", "s", "a", "x"),
+    ("ZADD", "z", "1.5", "a", "2", "b"), ("ZSCORE", "z", "a"), ("ZINCRBY", "z", "1", "a"),
+    ("ZADD", "z", "INCR", "1", "b"), ("ZMSCORE", "z", "a", "x"), ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
+    ("ZRANGEBYSCORE", "z", "-inf", "inf", "WITHSCORES"), ("ZPOPMIN", "z"), ("ZADD", "z", "1", "a"),
+    ("ZPOPMAX", "z", "2"), ("ZADD", "z", "1", "a"), ("ZMPOP", "1", "z", "MIN"),
+    ("ZADD", "z", "1", "a"), ("ZSCAN", "z", "0"), ("ZUNION", "1", "z", "WITHSCORES"),
+    ("ZRANDMEMBER", "z", "1", "WITHSCORES"), ("LPOP", "none"), ("LPOP", "none", "2"),
+    ("LPOS", "none", "x"), ("LMPOP", "1", "none", "LEFT"), ("ZMPOP", "1", "none", "MIN"),
+    ("RPUSH", "l", "x"), ("LPOS", "l", "y"), ("HSET", "h", "f", "v"), ("HGETALL", "h"),
+    ("HRANDFIELD", "h", "1", "WITHVALUES"), ("MULTI",), ("BLPOP", "none", "0"),
+    ("BLMOVE", "none", "l", "LEFT", "LEFT", "0"), ("EXEC",), ("BZPOPMIN", "z", "0"),
+]
+
+
+@pytest.mark.parametrize("name", ["LISTS", "SETS", "ZSETS", "GENERIC", "RESP3"])
+def test_type_scripts_reply_like_redis(servers: tuple[int, int], name: str) -> None:
+    compare(servers, globals()[name])
+
+
+# -- random sequences across every type ------------------------------------------------------
+KEYS = st.sampled_from(["a", "b", "c"])
+MEMBERS = st.sampled_from(["x", "y", "z", "1", "2"])
+SCORES = st.sampled_from(["0", "1", "2.5", "-1", "inf", "-inf", "(1", "x"])
+INDEXES = st.sampled_from(["0", "1", "-1", "2", "-3", "10"])
+SIDES = st.sampled_from(["LEFT", "RIGHT"])
+COMMAND = st.one_of(
+    st.tuples(st.sampled_from(["LPUSH", "RPUSH", "LPUSHX", "RPUSHX"]), KEYS, MEMBERS, MEMBERS),
+    st.tuples(st.sampled_from(["LPOP", "RPOP"]), KEYS),
+    st.tuples(st.sampled_from(["LPOP", "RPOP"]), KEYS, st.sampled_from(["0", "1", "3"])),
+    st.tuples(st.just("LRANGE"), KEYS, INDEXES, INDEXES),
+    st.tuples(st.sampled_from(["LINDEX", "LLEN"]), KEYS, INDEXES),
+    st.tuples(st.just("LSET"), KEYS, INDEXES, MEMBERS),
+    st.tuples(st.just("LREM"), KEYS, INDEXES, MEMBERS),
+    st.tuples(st.just("LTRIM"), KEYS, INDEXES, INDEXES),
+    st.tuples(st.just("LINSERT"), KEYS, st.sampled_from(["BEFORE", "AFTER"]), MEMBERS, MEMBERS),
+    st.tuples(st.just("LPOS"), KEYS, MEMBERS),
+    st.tuples(st.just("LMOVE"), KEYS, KEYS, SIDES, SIDES),
+    st.tuples(st.just("LMPOP"), st.just("2"), KEYS, KEYS, SIDES),
+    st.tuples(st.sampled_from(["SADD", "SREM", "SISMEMBER", "SMISMEMBER"]), KEYS, MEMBERS),
+    st.tuples(st.sampled_from(["SMEMBERS", "SCARD"]), KEYS),
+    st.tuples(st.sampled_from(["SINTER", "SUNION", "SDIFF"]), KEYS, KEYS),
+    st.tuples(st.sampled_from(["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]), KEYS, KEYS, KEYS),
+    st.tuples(st.just("SMOVE"), KEYS, KEYS, MEMBERS),
+    st.tuples(st.just("ZADD"), KEYS, SCORES, MEMBERS),
+    st.tuples(st.just("ZADD"), KEYS, st.sampled_from(["NX", "XX", "GT", "LT", "CH", "INCR"]),
+              SCORES, MEMBERS),
+    st.tuples(st.sampled_from(["ZSCORE", "ZRANK", "ZREVRANK", "ZREM"]), KEYS, MEMBERS),
+    st.tuples(st.just("ZINCRBY"), KEYS, SCORES, MEMBERS),
+    st.tuples(st.just("ZRANGE"), KEYS, INDEXES, INDEXES, st.just("WITHSCORES")),
+    st.tuples(st.sampled_from(["ZRANGEBYSCORE", "ZCOUNT", "ZREMRANGEBYSCORE"]), KEYS, SCORES, SCORES),
+    st.tuples(st.just("ZREVRANGEBYSCORE"), KEYS, SCORES, SCORES, st.just("WITHSCORES")),
+    st.tuples(st.sampled_from(["ZPOPMIN", "ZPOPMAX"]), KEYS, st.sampled_from(["1", "2"])),
+    st.tuples(st.just("ZREMRANGEBYRANK"), KEYS, INDEXES, INDEXES),
+    st.tuples(st.sampled_from(["ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"]), KEYS, st.just("2"),
+              KEYS, KEYS),
+    st.tuples(st.sampled_from(["ZUNION", "ZINTER", "ZDIFF"]), st.just("2"), KEYS, KEYS,
+              st.just("WITHSCORES")),
+    st.tuples(st.just("HSET"), KEYS, MEMBERS, MEMBERS),
+    st.tuples(st.sampled_from(["HDEL", "HGET"]), KEYS, MEMBERS),
+    st.tuples(st.sampled_from(["HGETALL", "HLEN", "TYPE", "EXISTS", "DEL", "GET", "ZCARD"]), KEYS),
+    st.tuples(st.just("SET"), KEYS, MEMBERS),
+    st.tuples(st.sampled_from(["RENAME", "RENAMENX"]), KEYS, KEYS),
+    st.tuples(st.just("EXPIRE"), KEYS, st.just("100")),
+    st.tuples(st.just("TTL"), KEYS),
+    st.tuples(st.sampled_from(["MULTI", "EXEC", "DISCARD", "DBSIZE"])),
+)
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(script=st.lists(COMMAND, min_size=1, max_size=30))
+def test_random_sequences_of_every_type_reply_like_redis(servers: tuple[int, int],
+                                                         script: Script) -> None:
+    compare(servers, [*script, ("DISCARD",)])
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(script=st.lists(COMMAND, min_size=1, max_size=30))
+def test_random_sequences_of_every_type_reply_like_redis_in_resp3(servers: tuple[int, int],
+                                                                  script: Script) -> None:
+    compare(servers, [("HELLO", "3"), *script, ("DISCARD",)])
+
+
+# -- streams: ids are explicit so replies do not depend on the clock ---------------------------
+STREAMS: Script = [
+    ("XADD", "s", "1-1", "f", "v"), ("XADD", "s", "1-2", "a", "1", "b", "2"), ("XADD", "s", "2", "x", "y"),
+    ("XADD", "s", "2", "x", "y"), ("XADD", "s", "1-5", "x", "y"), ("XADD", "s", "0-0", "x", "y"),
+    ("XADD", "s", "0", "x", "y"), ("XADD", "s", "3-*", "x", "y"), ("XADD", "s", "3-*", "x", "y"),
+    ("XADD", "s", "2-*", "x", "y"), ("XADD", "s", "abc", "x", "y"), ("XADD", "s", "1-x", "f", "v"),
+    ("XADD", "s", "5-0", "odd"), ("XADD", "s", "5-0"), ("XLEN", "s"), ("XLEN", "none"),
+    ("XADD", "none", "NOMKSTREAM", "1-1", "f", "v"), ("EXISTS", "none"),
+    ("XADD", "s", "MAXLEN", "-1", "6-0", "f", "v"), ("XADD", "s", "MAXLEN", "x", "6-0", "f", "v"),
+    ("XADD", "s", "MAXLEN", "1", "MINID", "1", "6-0", "f", "v"),
+    ("XADD", "s", "LIMIT", "5", "6-0", "f", "v"), ("XADD", "s", "MAXLEN", "3", "LIMIT", "5", "6-0",
+                                                  "f", "v"),
+    ("XRANGE", "s", "-", "+"), ("XRANGE", "s", "1", "1"), ("XRANGE", "s", "(1-1", "+"),
+    ("XRANGE", "s", "-", "(3-0"), ("XRANGE", "s", "-", "+", "COUNT", "2"),
+    ("XRANGE", "s", "-", "+", "COUNT", "0"), ("XRANGE", "s", "-", "+", "COUNT", "-1"),
+    ("XRANGE", "s", "+", "-"), ("XRANGE", "s", "(-", "+"), ("XRANGE", "s", "x", "+"),
+    ("XRANGE", "none", "-", "+"), ("XRANGE", "s", "-", "+", "FOO", "1"),
+    ("XREVRANGE", "s", "+", "-"), ("XREVRANGE", "s", "+", "-", "COUNT", "1"),
+    ("XREVRANGE", "s", "2", "1-2"),
+    ("XADD", "s", "MAXLEN", "3", "7-0", "f", "v"), ("XRANGE", "s", "-", "+"),
+    ("XADD", "s", "MAXLEN", "=", "2", "8-0", "f", "v"), ("XLEN", "s"),
+    ("XADD", "s", "MINID", "8", "9-0", "f", "v"), ("XRANGE", "s", "-", "+"),
+    ("XADD", "t", "1-0", "a", "1"), ("XADD", "t", "2-0", "a", "2"), ("XADD", "t", "3-0", "a", "3"),
+    ("XADD", "t", "4-0", "a", "4"), ("XTRIM", "t", "MAXLEN", "2"), ("XRANGE", "t", "-", "+"),
+    ("XTRIM", "t", "MINID", "4"), ("XTRIM", "t", "MAXLEN", "0"), ("EXISTS", "t"), ("XLEN", "t"),
+    ("XTRIM", "t"), ("XTRIM", "t", "FOO", "1"), ("XTRIM", "none", "MAXLEN", "0"),
+    ("XADD", "d", "1-0", "a", "1"), ("XADD", "d", "2-0", "a", "2"), ("XDEL", "d", "1-0", "9-9"),
+    ("XDEL", "d", "bad"), ("XDEL", "none", "1-0"), ("XDEL", "d", "2-0"), ("EXISTS", "d"),
+    ("XINFO", "STREAM", "d"), ("XINFO", "STREAM", "none"), ("XINFO", "FOO", "d"),
+    ("XSETID", "d", "1-0"), ("XSETID", "d", "5-0"), ("XADD", "d", "4-0", "f", "v"),
+    ("XSETID", "none", "1-0"),
+    ("XADD", "q", "1-0", "j", "1"), ("XADD", "q", "2-0", "j", "2"), ("XADD", "q", "3-0", "j", "3"),
+    ("XGROUP", "CREATE", "q", "g", "0"), ("XGROUP", "CREATE", "q", "g", "0"),
+    ("XGROUP", "CREATE", "nokey", "g", "$"), ("XGROUP", "CREATE", "mk", "g", "$", "MKSTREAM"),
+    ("XLEN", "mk"), ("TYPE", "mk"), ("XINFO", "GROUPS", "mk"),
+    ("XREADGROUP", "GROUP", "g", "alice", "COUNT", "2", "STREAMS", "q", ">"),
+    ("XREADGROUP", "GROUP", "g", "bob", "STREAMS", "q", ">"),
+    ("XREADGROUP", "GROUP", "g", "bob", "STREAMS", "q", ">"),
+    ("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "q", "0"),
+    ("XREADGROUP", "GROUP", "nog", "alice", "STREAMS", "q", ">"),
+    ("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "q", "$"),
+    ("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "q"),
+    ("XPENDING", "q", "g"), ("XPENDING", "q", "nog"), ("XPENDING", "none", "g"),
+    ("XACK", "q", "g", "1-0", "9-0"), ("XACK", "q", "g", "bad"), ("XACK", "none", "g", "1-0"),
+    ("XPENDING", "q", "g"), ("XINFO", "GROUPS", "q"),
+    ("XGROUP", "CREATECONSUMER", "q", "g", "carol"), ("XGROUP", "CREATECONSUMER", "q", "g", "carol"),
+    ("XGROUP", "DELCONSUMER", "q", "g", "bob"), ("XPENDING", "q", "g"),
+    ("XGROUP", "SETID", "q", "g", "0"), ("XGROUP", "SETID", "q", "nog", "0"),
+    ("XREADGROUP", "GROUP", "g", "dave", "NOACK", "STREAMS", "q", ">"), ("XPENDING", "q", "g"),
+    ("XGROUP", "DESTROY", "q", "g"), ("XGROUP", "DESTROY", "q", "g"), ("XINFO", "GROUPS", "q"),
+    ("XGROUP", "FOO", "q"), ("XGROUP", "CREATE", "q"),
+    ("XREAD", "STREAMS", "q", "0"), ("XREAD", "COUNT", "1", "STREAMS", "q", "t", "0", "0"),
+    ("XREAD", "STREAMS", "q", "$"), ("XREAD", "STREAMS", "q", "3-0"), ("XREAD", "STREAMS", "q"),
+    ("XREAD", "BLOCK", "x", "STREAMS", "q", "0"), ("XREAD", "STREAMS", "none", "0"),
+    ("MULTI",), ("XREAD", "BLOCK", "0", "STREAMS", "none", "$"), ("EXEC",),
+    ("SET", "str", "v"), ("XADD", "str", "1-0", "f", "v"), ("XRANGE", "str", "-", "+"),
+    ("XREAD", "STREAMS", "str", "0"), ("OBJECT", "ENCODING", "q"),
+]
+
+STREAM_GROUPS_RESP3: Script = [
+    ("HELLO", "3"), ("XADD", "s", "1-0", "f", "v"), ("XADD", "s", "2-0", "f", "w"),
+    ("XGROUP", "CREATE", "s", "g", "0"), ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"),
+    ("XREAD", "STREAMS", "s", "0"), ("XINFO", "GROUPS", "s"), ("XPENDING", "s", "g"),
+    ("XCLAIM", "s", "g", "c2", "0", "1-0", "JUSTID"), ("XPENDING", "s", "g"),
+    ("XAUTOCLAIM", "s", "g", "c3", "0", "0", "COUNT", "1", "JUSTID"), ("XDEL", "s", "2-0"),
+    ("XAUTOCLAIM", "s", "g", "c3", "0", "0"), ("XINFO", "GROUPS", "s"),
+    ("XREAD", "STREAMS", "none", "0"),
+]
+
+
+@pytest.mark.parametrize("name", ["STREAMS", "STREAM_GROUPS_RESP3"])
+def test_stream_scripts_reply_like_redis(servers: tuple[int, int], name: str) -> None:
+    compare(servers, globals()[name])
+
+
+# -- pipelines of one command: the batch path (redis-benchmark -P 16) -------------------------
+def run_pipelines(port: int, setup: Script, pipelines: list[Script], reads: Script) -> list[object]:
+    c = RawClient(port)
+    try:
+        c.call("FLUSHALL")
+        out: list[object] = [c.call(*cmd) for cmd in setup]
+        for script in [*pipelines, reads]:
+            c.sock.sendall(b"".join(
+                b"*%d\r\n" % len(cmd) + b"".join(b"$%d\r\n%b\r\n" % (len(p), p)
+                                                 for p in (x.encode() for x in cmd))
+                for cmd in script))
+            out.append([normalise(cmd, c.read()) for cmd in script])
+        return out
+    finally:
+        c.close()
+
+
+PIPE_KEYS = st.sampled_from(["a", "b", "s"])
+ONE_COMMAND = st.one_of(
+    st.tuples(st.sampled_from(["LPUSH", "RPUSH"]), PIPE_KEYS, MEMBERS),
+    st.tuples(st.sampled_from(["LPUSH", "RPUSH"]), PIPE_KEYS, MEMBERS, MEMBERS),
+    st.tuples(st.sampled_from(["LPOP", "RPOP"]), PIPE_KEYS),
+    st.tuples(st.just("LRANGE"), PIPE_KEYS, INDEXES, INDEXES),
+    st.tuples(st.just("SADD"), PIPE_KEYS, MEMBERS),
+    st.tuples(st.just("SADD"), PIPE_KEYS, MEMBERS, MEMBERS),
+    st.tuples(st.just("HSET"), PIPE_KEYS, MEMBERS, MEMBERS),
+    st.tuples(st.just("ZADD"), PIPE_KEYS, st.sampled_from(["1", "2", "x", "inf"]), MEMBERS),
+)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(setup=st.lists(COMMAND, max_size=8),
+       pipelines=st.lists(st.lists(ONE_COMMAND, min_size=2, max_size=16), max_size=4))
+def test_pipelines_of_one_collection_command_reply_like_redis(
+        servers: tuple[int, int], setup: Script, pipelines: list[Script]) -> None:
+    same = [[cmd for cmd in p if cmd[0] == p[0][0]] for p in pipelines]  # one command each
+    reads = [("TYPE", k) for k in ("a", "b", "s")] + [
+        ("LRANGE", "a", "0", "-1"), ("SMEMBERS", "b"), ("HGETALL", "s"),
+        ("ZRANGE", "a", "0", "-1", "WITHSCORES"), ("LLEN", "b"), ("SCARD", "a"), ("HLEN", "b"),
+        ("ZCARD", "s")]
+    setup = [*setup, ("DISCARD",)]
+    assert run_pipelines(servers[0], setup, same, reads) == run_pipelines(servers[1], setup,
+                                                                          same, reads)
