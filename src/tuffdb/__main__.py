@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from tuffdb import _native
 from tuffdb._version import __version__
-from tuffdb.errors import Error, LockTimeout
+from tuffdb.errors import Error, LockTimeout, WrongKeyError
 from tuffdb.server.config import ConfigError, ServeConfig, add_serve_arguments, encryption_key
 
 if TYPE_CHECKING:
@@ -66,6 +66,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     backup.add_argument("--link", action="store_true",
                         help="hard-link immutable files into a directory DEST on the same "
                         "file system instead of copying them")
+    backup.add_argument("--max-rate", metavar="MB/S", type=float,
+                        help="copy at most this many MB per second (bounds what a backup "
+                        "takes from the writers' disk)")
     _key_args(backup)
     restore = sub.add_parser("restore", help="rebuild a data directory from a backup or archive",
                              description="SRC is a backup or an archive (directory or s3://). "
@@ -77,6 +80,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                         help="ISO 8601 time (2026-12-03T17:40:00Z) or Unix seconds (archives)")
     target.add_argument("--to-position", metavar="STORE/LOG:OFFSET",
                         help="a log position, e.g. events/log/00000000000000000000.log:81920")
+    restore.add_argument("--check", action="store_true",
+                         help="also open every restored store and run its full check (as "
+                         "tuffdb check does) before putting the directory in place")
     _key_args(restore)
     archive = sub.add_parser("archive", help="inspect a continuous archive")
     archive.add_argument("action", choices=("list",))
@@ -134,14 +140,14 @@ def _parse_time(text: str) -> int:
 
 def _backup(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from tuffdb.backup import datadir  # noqa: PLC0415
-    from tuffdb.backup.objstore import open_target  # noqa: PLC0415
     from tuffdb.backup.progress import stderr_progress  # noqa: PLC0415
     from tuffdb.backup.take import STAGING_DIR, take_backup  # noqa: PLC0415
+    from tuffdb.storage.objstore import open_target  # noqa: PLC0415
 
     if args.server:
         if args.data_dir is not None:
             parser.error("give DATA_DIR or --server URL, not both")
-        return _post_backup(args.server, args.dest, args.link)
+        return _post_backup(args.server, args.dest, args.link, args.max_rate)
     if args.data_dir is None:
         parser.error("DATA_DIR is required (or --server URL)")
     data_dir: Path = args.data_dir
@@ -149,16 +155,14 @@ def _backup(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if not names:
         parser.error(f"{data_dir} is not a tuffdb data directory (no kv/, events/ or documents/)")
     keys = _keys(args, parser, data_dir)
-    stores: dict[str, Any] = {}
+    held: list[Any] = []
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for name in names:
-                stores[name] = datadir.open_store(datadir.STORES[name], data_dir / name,
-                                                  keys.for_store(name))
-        manifest = take_backup(datadir.sources_of(stores), open_target(args.dest),
+        sources, held = datadir.locked_sources(data_dir)
+        _check_backup_keys(sources, keys)
+        manifest = take_backup(sources, open_target(args.dest),
                                data_dir / STAGING_DIR, extra=datadir.extra_files(data_dir),
-                               link=args.link, progress=stderr_progress("backup", 0))
+                               link=args.link, progress=stderr_progress("backup", 0),
+                               max_bytes_per_s=args.max_rate * 1e6 if args.max_rate else None)
     except LockTimeout as exc:
         print(f"tuffdb: {data_dir} is in use by a running server ({exc}); back it up with "
               "tuffdb backup --server URL DEST", file=sys.stderr)
@@ -167,11 +171,23 @@ def _backup(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(f"tuffdb: backup failed: {exc}", file=sys.stderr)
         return 1
     finally:
-        for store in stores.values():
-            store.close()
+        for src in held:
+            src.release()
     print(json.dumps(_summary(manifest, args.dest)))
     _warn_secrets(data_dir, keys)
     return 0
+
+
+def _check_backup_keys(sources: list[Any], keys: Any) -> None:
+    """A key given for an offline backup must be the one the store's files carry (the
+    backup itself copies the encrypted bytes and needs no key)."""
+    from tuffdb.backup.datadir import store_key_id  # noqa: PLC0415
+
+    for src in sources:
+        given = keys.for_store(src.name)
+        if given is not None and src.key_id and store_key_id(given) != src.key_id:
+            raise WrongKeyError(f"store {src.name!r} was written with a different encryption "
+                                "key than the one given")
 
 
 def _summary(manifest: Any, dest: str) -> dict[str, Any]:
@@ -188,11 +204,11 @@ def _warn_secrets(data_dir: Path, keys: Any) -> None:
               "(--documents-key-file)", file=sys.stderr)
 
 
-def _post_backup(server: str, dest: str, link: bool) -> int:
+def _post_backup(server: str, dest: str, link: bool, max_rate: float | None) -> int:
     import urllib.error  # noqa: PLC0415
     import urllib.request  # noqa: PLC0415
 
-    body = json.dumps({"dest": dest, "link": link}).encode()
+    body = json.dumps({"dest": dest, "link": link, "max_mb_per_s": max_rate}).encode()
     req = urllib.request.Request(server.rstrip("/") + "/backup", data=body, method="POST",
                                  headers={"Content-Type": "application/json"})
     try:
@@ -219,7 +235,8 @@ def _restore(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         position = Position.parse(args.to_position) if args.to_position else None
         report = restore(args.source, args.data_dir, keys=keys, to_time_ns=to_time,
-                         to_position=position, progress=stderr_progress("restore", 0))
+                         to_position=position, progress=stderr_progress("restore", 0),
+                         check=args.check)
     except Error as exc:
         print(f"tuffdb: restore failed: {exc}", file=sys.stderr)
         return 1

@@ -8,7 +8,7 @@ possible but rare. They are for operators, never for correctness decisions.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 # Latency buckets in seconds: 10 us .. 10 s, roughly x2.5 per step.
 LATENCY_BUCKETS_S = (
@@ -36,15 +36,25 @@ class Counter:
 
 
 class Gauge(Counter):
-    __slots__ = ()
+    __slots__ = ("function",)
+
+    def __init__(self, name: str, help_: str) -> None:
+        super().__init__(name, help_)
+        #: When set, read at every render instead of ``value`` (a gauge that is always
+        #: current, e.g. an age that grows while nothing happens).
+        self.function: Callable[[], float] | None = None
 
     def set(self, v: float) -> None:
         self.value = v
 
+    def set_function(self, fn: Callable[[], float] | None) -> None:
+        self.function = fn
+
     def render(self) -> Iterable[str]:
+        fn = self.function
         yield f"# HELP {self.name} {self.help}"
         yield f"# TYPE {self.name} gauge"
-        yield f"{self.name} {self.value}"
+        yield f"{self.name} {self.value if fn is None else fn()}"
 
 
 class Histogram:

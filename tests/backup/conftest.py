@@ -137,7 +137,7 @@ def target_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
 
 def all_objects(url: str) -> dict[str, bytes]:
     """Every object under a target, for tests that inspect or damage the bucket."""
-    from tuffdb.backup.objstore import open_target
+    from tuffdb.storage.objstore import open_target
 
     t = open_target(url)
     return {k: t.get(k)[0] for k, _ in t.list("")}
@@ -145,7 +145,7 @@ def all_objects(url: str) -> dict[str, bytes]:
 
 def put_raw(url: str, key: str, data: bytes | None) -> None:
     """Overwrite (or delete, with None) an object behind the code's back."""
-    from tuffdb.backup.objstore import open_target
+    from tuffdb.storage.objstore import open_target
 
     t = open_target(url)
     if data is None:

@@ -18,11 +18,11 @@ from tests.backup.conftest import FaultProxy, all_objects, put_raw
 from tuffdb import KVStore
 from tuffdb.backup.archive import HEAD_KEY, Archiver
 from tuffdb.backup.datadir import Keys, sources_of
-from tuffdb.backup.objstore import open_target
 from tuffdb.backup.restore import Position, describe, restore
 from tuffdb.errors import CorruptionError, NotFoundError, WrongKeyError
 from tuffdb.events.api import Event
 from tuffdb.events.store import EventStore
+from tuffdb.storage.objstore import open_target
 
 WAIT_S = 60
 

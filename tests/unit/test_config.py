@@ -42,7 +42,8 @@ def test_serve_config_has_exactly_the_contract_fields() -> None:
         "data_dir", "host", "admin_port", "resp_port", "grpc_port", "http_port",
         "durability", "interval_ms", "cache_mb", "encryption_key_file", "requirepass", "maxclients",
         "api_key", "tls_cert", "tls_key", "log_level", "archive", "archive_interval",
-        "archive_base_interval", "archive_retention", "archive_lag_degraded", "cluster", "etcd",
+        "archive_base_interval", "archive_retention", "archive_lag_degraded", "local_bytes",
+        "tier_cache_mb", "cluster", "etcd",
         "node_id", "advertise", "replication_port", "sync_replicas", "lease_ttl",
         "confirm_timeout_ms", "replication_buffer_mb", "extra",
     ]

@@ -14,6 +14,7 @@ seen its committing frame, and recovery truncates everything after the last one.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from enum import IntEnum, IntFlag
 from typing import NamedTuple
@@ -54,6 +55,7 @@ class Kind(IntEnum):
     KV_BLOCK = 17  # cold segment: a block of KV records
     KV_BLOCK_INDEX = 18  # cold segment: the block index
     KV_HINT = 19  # hint file body
+    KV_SEGMENT_TAIL = 20  # tier stub: a tiered segment's header and tail (block index on)
 
 
 class Frame(NamedTuple):
@@ -81,6 +83,19 @@ class ScanResult(NamedTuple):
     error: str | None  # why scanning stopped before the end of the buffer, if it did
 
 
+def _bad_header(kind: int, flags: int, length: int, room: int) -> str | None:
+    """Why a frame header with ``room`` bytes after it is invalid, or None."""
+    if kind == 0:
+        return "zero-filled or invalid frame (kind 0)"
+    if length > MAX_PAYLOAD_SIZE:
+        return f"bad length {length}"
+    if length > room:
+        return f"torn frame (needs {length} payload bytes, {room} present)"
+    if flags & ~KNOWN_FLAGS:
+        return f"unknown flags 0x{flags:02x}"
+    return None
+
+
 def scan_frames(buf: bytes, start: int = 0, end: int | None = None) -> ScanResult:
     """Decode frames in ``buf[start:end]`` up to the first invalid one (payloads are copies).
 
@@ -102,17 +117,8 @@ def scan_frames(buf: bytes, start: int = 0, end: int | None = None) -> ScanResul
             break
         crc, length, kind, flags = unpack(mv, pos)
         body = pos + FRAME_SIZE
-        if kind == 0:
-            error = "zero-filled or invalid frame (kind 0)"
-            break
-        if length > MAX_PAYLOAD_SIZE:
-            error = f"bad length {length}"
-            break
-        if body + length > end:
-            error = f"torn frame (needs {length} payload bytes, {end - body} present)"
-            break
-        if flags & ~KNOWN_FLAGS:
-            error = f"unknown flags 0x{flags:02x}"
+        error = _bad_header(kind, flags, length, end - body)
+        if error is not None:
             break
         payload = mv[body : body + length]
         if crc32c_extend(crc32c(mv[pos + LENGTH_OFFSET : body]), payload) != crc:
@@ -123,6 +129,54 @@ def scan_frames(buf: bytes, start: int = 0, end: int | None = None) -> ScanResul
         if flags & COMMIT:
             committed = pos
     return ScanResult(frames, pos, committed, error)
+
+
+def check_frames(buf: bytes | mmap.mmap, pos: int, stop: int,
+                 digest: int = 0) -> tuple[int, str | None, int]:
+    """What :func:`scan_frames` checks, keeping nothing: verify every frame's CRC in
+    ``buf[pos:stop]`` in order; return (offset just past the last valid frame, why the
+    walk stopped early or None, CRC-32C of the valid frames' 10-byte headers extending
+    ``digest``: :func:`header_digest`'s value when every frame is valid). Works on an
+    mmap without copying it (only each payload, which ``google_crc32c`` needs as bytes)."""
+    unpack = FRAME.unpack_from
+    heads = []
+    error = None
+    while pos < stop:
+        if stop - pos < FRAME_SIZE:
+            error = f"torn frame header ({stop - pos} of {FRAME_SIZE} bytes)"
+            break
+        crc, length, kind, flags = unpack(buf, pos)
+        body = pos + FRAME_SIZE
+        error = _bad_header(kind, flags, length, stop - body)
+        if error is not None:
+            break
+        if crc32c_extend(crc32c(buf[pos + LENGTH_OFFSET : body]), buf[body : body + length]) != crc:
+            error = "checksum mismatch"
+            break
+        heads.append(buf[pos:body])
+        pos = body + length
+    return pos, error, crc32c_extend(digest, b"".join(heads))
+
+
+def header_digest(buf: bytes | mmap.mmap, start: int, end: int,
+                  crc: int = 0) -> tuple[int, int]:
+    """CRC-32C (extending ``crc``) of the 10-byte headers of the frames that lie whole in
+    ``buf[start:end]``, in order, walking by their lengths without reading a payload;
+    returns (crc, offset just past the last whole frame). The headers carry their
+    payloads' CRCs, so this digest stands for every byte of those frames (backup.md,
+    ``check: "frames"``)."""
+    unpack = FRAME.unpack_from
+    heads = []
+    append = heads.append
+    pos = start
+    while pos + FRAME_SIZE <= end:
+        _, length, kind, _ = unpack(buf, pos)
+        nxt = pos + FRAME_SIZE + length
+        if kind == 0 or nxt > end:
+            break
+        append(buf[pos : pos + FRAME_SIZE])
+        pos = nxt
+    return crc32c_extend(crc, b"".join(heads)), pos
 
 
 def unwritten_tail(data: bytes, stop: int) -> int:

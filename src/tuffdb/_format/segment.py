@@ -32,6 +32,7 @@ class FileKind(IntEnum):
     KV_LOG = 1  # hot-tier log of KV batches
     KV_DATA = 2  # sealed cold KV segment: compressed blocks, block index, footer
     KV_HINT = 3  # key -> location snapshot of one KV_DATA segment
+    KV_TIER = 4  # stub of a KV_DATA segment whose bytes live in an archive (tiering)
     EVENT_LOG = 16
     EVENT_INDEX = 17
     DOCUMENT = 32

@@ -33,17 +33,18 @@ from tuffdb import metrics
 from tuffdb._failpoints import failpoint
 from tuffdb._format.checksum import crc32c
 from tuffdb.backup.manifest import FileEntry, Manifest, StoreEntry, check_format, decode
-from tuffdb.backup.objstore import (
+from tuffdb.backup.take import upload_snapshot
+from tuffdb.errors import CorruptionError, Error, OperationalError
+from tuffdb.log import get_logger
+from tuffdb.storage.copy import file_crc
+from tuffdb.storage.objstore import (
     ObjectMissing,
     ObjectStore,
     PreconditionFailed,
     TransientError,
-    file_crc,
+    object_crc,
 )
-from tuffdb.backup.take import upload_snapshot
-from tuffdb.errors import CorruptionError, Error, OperationalError
-from tuffdb.log import get_logger
-from tuffdb.storage.shipping import Change, Feed, FeedLost
+from tuffdb.storage.shipping import Change, Feed, FeedLost, RemoteFile
 
 if TYPE_CHECKING:
     from tuffdb.backup.take import Source
@@ -145,6 +146,8 @@ class _Line:
     through_ns: int = 0
     # name -> the object holding that file's current content in this line
     objects: dict[str, FileEntry] = field(default_factory=dict)
+    # ``objects`` as of the last head this writer stored: what is archived for sure
+    committed: dict[str, FileEntry] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -166,7 +169,7 @@ class Archiver:
                  retention_s: float = DEFAULT_RETENTION_S,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                  degraded_lag_s: float = DEFAULT_DEGRADED_LAG_S,
-                 feed_bytes: int = 256 << 20) -> None:
+                 feed_bytes: int = 256 << 20, local_bytes: int | None = None) -> None:
         self.target = target
         self.sources = {s.name: s for s in sources}
         self.staging = Path(staging)
@@ -176,6 +179,10 @@ class Archiver:
         self.chunk_bytes = chunk_bytes
         self.degraded_lag_s = degraded_lag_s
         self.feed_bytes = feed_bytes
+        #: Tiering: keep at most this many bytes of KV cold segments locally (None: all).
+        self.local_bytes = local_bytes
+        self.tiered = 0  # segments this archiver tiered
+        self._bad: set[str] = set()  # archived objects that failed their read-back check
         self.writer = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.epoch = 0
         self.stopped: str | None = None  # why archiving stopped
@@ -204,6 +211,7 @@ class Archiver:
         with self._mu:
             self._lag_from = {"*": time.time_ns()}  # nothing archived yet
         ARCHIVE_UP.set(1)
+        ARCHIVE_LAG.set_function(lambda: self.lag_s)
         self._thread = threading.Thread(target=self._run, name="tuffdb-archiver", daemon=True)
         self._thread.start()
 
@@ -216,11 +224,18 @@ class Archiver:
             ln.feed.close()
         shutil.rmtree(self.staging, ignore_errors=True)
         ARCHIVE_UP.set(0)
+        ARCHIVE_LAG.set_function(None)
 
     @property
     def lag_s(self) -> float:
+        """Age of the oldest change not yet in the stored head: gathered and pending, or
+        still queued in a feed (0: everything reported is archived)."""
         with self._mu:
             oldest = min(self._lag_from.values(), default=None)
+        for ln in list(self._lines.values()):
+            queued = ln.feed.oldest_ns
+            if queued is not None and (oldest is None or queued < oldest):
+                oldest = queued
         return 0.0 if oldest is None else max(0.0, (time.time_ns() - oldest) / 1e9)
 
     def status(self) -> dict[str, Any]:
@@ -229,6 +244,8 @@ class Archiver:
         doc: dict[str, Any] = {"status": state, "target": self.target.url, "epoch": self.epoch,
                                "lag_s": round(lag, 3), "errors": self.errors,
                                "bases": self.bases_taken}
+        if self.local_bytes is not None:
+            doc["tiered_segments"] = self.tiered
         if self.stopped:
             doc["reason"] = self.stopped
         if self.last_error:
@@ -299,8 +316,10 @@ class Archiver:
         self._gather()
         if lost or time.monotonic() - self._last_base >= self.base_interval_s:
             self._take_base()
-            return
-        self._ship()
+        else:
+            self._ship()
+        if self.local_bytes is not None and not self._dirty:
+            self._tier()
 
     def _gather(self) -> None:
         for ln in self._lines.values():
@@ -361,6 +380,7 @@ class Archiver:
             info = head.lines.get(ln.key)
             if info is not None:
                 ln.through, ln.through_ns = info["through"], info["through_ns"]
+            ln.committed = dict(ln.objects)
         self._notify()
 
     # -- base backups ---------------------------------------------------------------------------
@@ -382,7 +402,8 @@ class Archiver:
                                              pin_dir=self.staging / "pins" / name / line)
                 ln = _Line(name, line, feed, objects=dict(ln.objects) if ln else {})
                 self._lines[name] = ln
-            with src.shipper.snapshot(self.staging / "snap" / uuid.uuid4().hex) as snap:
+            with src.shipper.snapshot(self.staging / "snap" / uuid.uuid4().hex,
+                                      fetch_remote=False) as snap:
                 files = upload_snapshot(self.target, snap,
                                         f"files/{name}/{ln.line}/{snap.version:016d}-",
                                         known=ln.objects)
@@ -476,6 +497,43 @@ class Archiver:
         f = FileEntry(c.name, size, crc, "file", key)
         ln.objects[c.name] = f
         return f
+
+    # -- tiering ---------------------------------------------------------------------------------
+    def _tier(self) -> None:
+        """Past ``local_bytes`` of local KV cold segments (all tiering stores together),
+        drop the oldest whose exact bytes the stored head lists, after reading each
+        object back and checking its CRC-32C (kv/tier.py swaps the segment)."""
+        from tuffdb.kv.tier import local_segments, tier_out  # noqa: PLC0415
+
+        budget = self.local_bytes
+        assert budget is not None
+        stores = [(name, src.store) for name, src in self.sources.items()
+                  if src.kind == "kv" and src.store is not None and name in self._lines]
+        segs = sorted(((seg.seq, seg.id, name, store, seg) for name, store in stores
+                       for seg in local_segments(store)), key=lambda t: t[:2])
+        local = sum(t[4].file_size for t in segs)
+        until = time.monotonic() + self.interval_s  # then ship again; tier more next cycle
+        for _seq, _id, name, store, seg in segs:
+            if local <= budget or time.monotonic() > until:
+                return
+            entry = self._lines[name].committed.get(seg.path.name)
+            if entry is None or entry.size != seg.file_size or entry.object in self._bad:
+                continue  # not archived yet (or its object failed the check below)
+            crc = object_crc(self.target, entry.object, entry.size)
+            if crc != entry.crc32c:
+                self._bad.add(entry.object)
+                self.last_error = (f"{self.target.url}/{entry.object} is damaged (CRC-32C "
+                                   f"{crc:08x}, {entry.crc32c:08x} was uploaded): "
+                                   f"{seg.path.name} stays local")
+                log.error("archived object damaged", object=entry.object, store=name)
+                continue
+            ref = RemoteFile(self.target.url, entry.object, entry.size, entry.crc32c)
+            if tier_out(store, seg.id, ref):
+                local -= entry.size
+                self.tiered += 1
+                log.info("segment tiered", store=name, segment=seg.path.name,
+                         object=entry.object)
+                self._notify()
 
     # -- retention -------------------------------------------------------------------------------
     def _apply_retention(self) -> None:

@@ -10,12 +10,18 @@ stay with the operator (docs/guides/backup.md says how to keep them).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tuffdb._format.segment import SEGMENT_HEADER_SIZE, unpack_header
 from tuffdb.errors import ProgrammingError, WrongKeyError
 from tuffdb.storage.codec import key_id
+from tuffdb.storage.lock import DirLock
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 #: Store subdirectory -> kind of store.
 STORES = {"kv": "kv", "events": "events", "documents": "kv"}
@@ -78,8 +84,72 @@ def sources_of(stores: dict[str, Any]) -> list[Any]:
     """Backup sources for open stores keyed by subdirectory name (``kv``, ...)."""
     from tuffdb.backup.take import Source  # noqa: PLC0415
 
-    return [Source(name, STORES[name], store.shipper, store.key_id)
+    return [Source(name, STORES[name], store.shipper, store.key_id, store)
             for name, store in stores.items() if name in STORES]
+
+
+class LockedSource:
+    """A closed store's directory held by its lock, for the shipping seam: nothing can
+    change it, so the pause is empty and the state is what the directory lists. An
+    offline backup copies it without opening the store (no recovery, no key tables:
+    the restored copy's first open does what this one's would have)."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        self.path = path
+        self.kind = kind
+        self._lock = DirLock(path)
+
+    @contextlib.contextmanager
+    def pause(self) -> Iterator[None]:
+        yield
+
+    def state(self) -> tuple[list[str], dict[str, int]]:
+        if self.kind == "events":
+            from tuffdb.events.shipping_source import list_state  # noqa: PLC0415
+
+            return list_state(self.path)
+        from tuffdb.kv.shipping_source import list_state as kv_state  # noqa: PLC0415
+
+        return kv_state(self.path, {})
+
+    def remote(self) -> dict[str, Any]:
+        if self.kind == "events":
+            return {}
+        from tuffdb.kv.tier import stubs_in  # noqa: PLC0415
+
+        return stubs_in(self.path)
+
+    def key_id(self) -> int:
+        """The key id the store's files carry (from the first file's header; 0 if none)."""
+        files, logs = self.state()
+        for name in [*files, *logs]:
+            with (self.path / name).open("rb") as f:
+                return unpack_header(f.read(SEGMENT_HEADER_SIZE), str(self.path / name)).key_id
+        return 0
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+def locked_sources(data_dir: Path) -> tuple[list[Any], list[LockedSource]]:
+    """Backup sources for the stores of a data directory no server has open; the
+    caller releases the locks (the second list) when done.
+
+    :raises LockTimeout: a store is in use.
+    """
+    from tuffdb.backup.take import Source  # noqa: PLC0415
+    from tuffdb.storage.shipping import Shipper  # noqa: PLC0415
+
+    held: list[LockedSource] = []
+    try:
+        for name in stores_in(data_dir):
+            held.append(LockedSource(data_dir / name, STORES[name]))
+    except BaseException:
+        for src in held:
+            src.release()
+        raise
+    return [Source(src.path.name, src.kind, Shipper(src.path, src), src.key_id())
+            for src in held], held
 
 
 def extra_files(data_dir: Path) -> list[tuple[str, Path]]:

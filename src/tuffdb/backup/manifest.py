@@ -15,8 +15,13 @@ from tuffdb._version import __version__
 from tuffdb.errors import CorruptionError, VersionMismatchError
 
 FORMAT = "tuffdb-backup"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MANIFEST_KEY = "manifest.json"
+
+
+#: How a file entry's ``crc32c`` was computed (docs/format/backup.md).
+CHECK_CRC32C = "crc32c"  # of the object's bytes
+CHECK_FRAMES = "frames"  # of its segment header, frame headers and trailer
 
 
 @dataclass
@@ -26,6 +31,8 @@ class FileEntry:
     crc32c: int
     kind: str  # "file" (immutable) | "log" (cut at its position)
     object: str  # key relative to the backup's (or archive's) root
+    check: str = CHECK_CRC32C
+    trailer: int = 0  # "frames": raw bytes after the last frame (a KV segment's trailer)
 
 
 @dataclass
@@ -81,11 +88,19 @@ def decode(data: bytes, where: str) -> Manifest:
     check_format(doc, where, FORMAT, FORMAT_VERSION)
     try:
         stores = {
-            name: StoreEntry(**{**s, "files": [FileEntry(**f) for f in s["files"]]})
+            name: StoreEntry(**{**s, "files": [_entry(f, where) for f in s["files"]]})
             for name, s in doc["stores"].items()
         }
-        extra = [FileEntry(**f) for f in doc.get("extra", [])]
+        extra = [_entry(f, where) for f in doc.get("extra", [])]
         return Manifest(doc["kind"], doc["started_ns"], doc["finished_ns"], stores, extra,
                         doc.get("tuffdb_version", "?"), doc["format"], doc["format_version"])
     except (KeyError, TypeError) as exc:
         raise CorruptionError(f"{where} is damaged: {exc!r}", path=where) from None
+
+
+def _entry(doc: dict[str, Any], where: str) -> FileEntry:
+    entry = FileEntry(**doc)  # version 1 entries have no check: "crc32c"
+    if entry.check not in (CHECK_CRC32C, CHECK_FRAMES):
+        raise CorruptionError(f"{where}: {entry.name} has an unknown check {entry.check!r}",
+                              path=where)
+    return entry

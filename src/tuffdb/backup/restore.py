@@ -3,15 +3,18 @@
 1. Refuse a non-empty target directory.
 2. Build the result beside it (``.<name>.restoring-<pid>``), so a restore that is killed
    leaves the target absent or empty, never half-written.
-3. Fetch every file the backup (or the chosen base) lists and verify its size and CRC-32C
-   (a damaged or missing object is an error that names it); from an archive, replay the
-   changes of the base's line in order up to the target time or log position: rounds
-   append to logs, added files are fetched and verified, removed files are deleted.
-4. Open every store (its own recovery runs), run its check (events: deep, every frame's
-   CRC), close it. Derived indexes: the event store's index files are verified against
-   their segments on open (rebuilt when they do not match); the document database's
-   secondary and search indexes are never stored and are rebuilt from the records.
-5. Rename the result into place.
+3. Fetch every file the backup (or the chosen base) lists, several at once, each fsynced,
+   and verify its size and CRC-32C (a damaged or missing object is an error that names
+   it); from an archive, replay the changes of the base's line in order up to the target
+   time or log position: rounds append to logs, added files are fetched and verified,
+   removed files are deleted; then fsync what was replayed.
+4. Verify every store file's own structure and frame checksums (``verify.py``: no record
+   is decoded, nothing is replayed). With ``check=True`` also open every store (its own
+   recovery runs) and run its full check (events: deep). Derived indexes: the event
+   store's index files are verified against their segments when it opens (rebuilt when
+   they do not match); the document database's secondary and search indexes are never
+   stored and are rebuilt from the records.
+5. Rename the result into place (and fsync its parent directory).
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from tuffdb.backup.archive import HEAD_KEY, decode_chunk, read_head
 from tuffdb.backup.datadir import STORES, Keys, open_store, store_key_id
-from tuffdb.backup.manifest import MANIFEST_KEY, FileEntry, Manifest, decode
-from tuffdb.backup.objstore import ObjectStore, file_crc, open_target
+from tuffdb.backup.manifest import CHECK_FRAMES, MANIFEST_KEY, FileEntry, Manifest, decode
+from tuffdb.backup.take import run_parallel
+from tuffdb.backup.verify import verify_data_dir, verify_frames
 from tuffdb.errors import (
     CorruptionError,
     NotFoundError,
@@ -36,6 +40,8 @@ from tuffdb.errors import (
     ProgrammingError,
     WrongKeyError,
 )
+from tuffdb.storage.files import fsync_dir
+from tuffdb.storage.objstore import ObjectStore, open_target
 from tuffdb.storage.shipping import Change, FeedLost, Mirror
 
 if TYPE_CHECKING:
@@ -68,6 +74,7 @@ class RestoreReport:
     files: int = 0
     bytes: int = 0
     changes_applied: int = 0
+    verified_files: int = 0
 
 
 def _refuse_non_empty(data_dir: Path) -> None:
@@ -76,21 +83,40 @@ def _refuse_non_empty(data_dir: Path) -> None:
                                "(nothing was changed)")
 
 
-def fetch(target: ObjectStore, entry: FileEntry, dest: Path, report: RestoreReport,
-          progress: Progress | None = None) -> None:
-    """Download ``entry`` to ``dest`` and verify it; errors name the object."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    target.get_file(entry.object, dest)
-    crc, size = file_crc(dest)
+def fetch(target: ObjectStore, entry: FileEntry, dest: Path) -> int:
+    """Download ``entry`` to ``dest`` (fsynced) and verify it: by a CRC-32C of its bytes,
+    or (``check: "frames"``) every frame's CRC and the digest of its headers. Return its
+    size. Errors name the object."""
+    frames = entry.check == CHECK_FRAMES
+    crc, size = target.get_file(entry.object, dest, crc=not frames)
+    where = f"{target.url}/{entry.object}"
+    if frames and size == entry.size:
+        try:
+            crc = verify_frames(dest, entry.trailer)
+        except CorruptionError as exc:
+            raise CorruptionError(f"{where} is damaged: {exc.reason}", path=where,
+                                  offset=exc.offset) from None
     if size != entry.size or crc != entry.crc32c:
+        what = "frame digest" if frames else "CRC-32C"
         raise CorruptionError(
-            f"{target.url}/{entry.object} is damaged: {size} bytes with CRC-32C {crc:08x}, "
-            f"the manifest says {entry.size} bytes with {entry.crc32c:08x}",
-            path=f"{target.url}/{entry.object}")
-    report.files += 1
-    report.bytes += size
-    if progress is not None:
-        progress.add(size)
+            f"{where} is damaged: {size} bytes with {what} {crc:08x}, "
+            f"the manifest says {entry.size} bytes with {entry.crc32c:08x}", path=where)
+    return size
+
+
+def fetch_all(target: ObjectStore, files: list[tuple[FileEntry, Path]], report: RestoreReport,
+              progress: Progress | None = None) -> None:
+    """:func:`fetch` each (entry, destination) on several threads; the directories they
+    land in are fsynced once at the end."""
+    dirs = {dest.parent for _, dest in files}
+    for d in dirs:
+        d.mkdir(parents=True, exist_ok=True)
+    sizes = run_parallel(lambda e, d: fetch(target, e, d), files, progress,
+                         [e.size for e, _ in files])
+    for d in dirs:
+        fsync_dir(d)
+    report.files += len(sizes)
+    report.bytes += sum(sizes)
 
 
 def _check_keys(manifest: Manifest, keys: Keys) -> None:
@@ -107,7 +133,7 @@ def _check_keys(manifest: Manifest, keys: Keys) -> None:
 
 def restore(source: str, data_dir: Path, *, keys: Keys, to_time_ns: int | None = None,
             to_position: Position | None = None, progress: Progress | None = None,
-            ) -> RestoreReport:
+            check: bool = False) -> RestoreReport:
     """Rebuild ``data_dir`` from the backup or archive at ``source`` (see the module doc).
 
     :raises OperationalError: ``data_dir`` is not empty.
@@ -133,32 +159,36 @@ def restore(source: str, data_dir: Path, *, keys: Keys, to_time_ns: int | None =
             _check_keys(manifest, keys)
             if progress is not None:
                 progress.total = sum(f.size for s in manifest.stores.values() for f in s.files)
+            files = [(f, tmp / name / f.name) for name, st in manifest.stores.items()
+                     for f in st.files]
+            fetch_all(target, files + [(f, tmp / f.name) for f in manifest.extra], report,
+                      progress)
             for name, st in manifest.stores.items():
-                for f in st.files:
-                    fetch(target, f, tmp / name / f.name, report, progress)
                 report.stores[name] = {"time_ns": st.time_ns, "positions": st.positions}
-            for f in manifest.extra:
-                fetch(target, f, tmp / f.name, report, progress)
         elif target.head(HEAD_KEY) is not None:
             report = _restore_archive(target, tmp, keys, to_time_ns, to_position, progress)
         else:
             raise NotFoundError(f"{target.url}: no tuffdb backup or archive there (no "
                                 f"{MANIFEST_KEY} nor {HEAD_KEY}; a backup that did not finish "
                                 "has no manifest and cannot be restored from)")
-        verify(tmp, keys)
+        report.verified_files = verify_data_dir(tmp, keys)
+        if check:
+            check_stores(tmp, keys)
         if progress is not None:
             progress.finish()
         if data_dir.exists():
             data_dir.rmdir()  # empty (checked above)
         tmp.rename(data_dir)
+        fsync_dir(data_dir.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return report
 
 
-def verify(data_dir: Path, keys: Keys) -> None:
-    """Open and check every store under ``data_dir``; CorruptionError on a problem."""
+def check_stores(data_dir: Path, keys: Keys) -> None:
+    """Open every store under ``data_dir`` (its recovery runs) and run its full check
+    (events: deep); CorruptionError on a problem."""
     for name, kind in STORES.items():
         path = data_dir / name
         if not path.is_dir():
@@ -257,9 +287,9 @@ def _restore_archive(target: ObjectStore, tmp: Path, keys: Keys, to_time_ns: int
     _check_keys(manifest, keys)
     if progress is not None:
         progress.total = sum(f.size for s in manifest.stores.values() for f in s.files)
+    fetch_all(target, [(f, tmp / name / f.name) for name, st in manifest.stores.items()
+                       for f in st.files], report, progress)
     for name, st in manifest.stores.items():
-        for f in st.files:
-            fetch(target, f, tmp / name / f.name, report, progress)
         mirror = Mirror(tmp / name)
         mirror.held = dict(st.positions)
         mirror.version = st.version
@@ -274,9 +304,23 @@ def _restore_archive(target: ObjectStore, tmp: Path, keys: Keys, to_time_ns: int
                 break
             _apply(target, mirror, c, datas, tmp / name, report)
             last_ns = c["t"]
+        _sync_replayed(tmp / name, mirror)
         report.stores[name] = {"time_ns": last_ns, "positions": dict(mirror.held),
                                "base": base["object"], "line": st.line}
     return report
+
+
+def _sync_replayed(store_dir: Path, mirror: Mirror) -> None:
+    """fsync what replaying wrote (a Mirror does not): the logs it appended to and every
+    directory it created or renamed into."""
+    for name in mirror.held:
+        fd = os.open(store_dir / name, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    for d in [store_dir, *(p for p in store_dir.rglob("*") if p.is_dir())]:
+        fsync_dir(d)
 
 
 def _apply(target: ObjectStore, mirror: Mirror, c: dict[str, Any], datas: list[bytes],
@@ -284,8 +328,9 @@ def _apply(target: ObjectStore, mirror: Mirror, c: dict[str, Any], datas: list[b
     pinned = None
     if c["kind"] == "added":
         pinned = store_dir.parent / f".fetch-{c['v']}"
-        fetch(target, FileEntry(c["name"], c["size"], c["crc32c"], "file", c["object"]),
-              pinned, report)
+        report.bytes += fetch(target, FileEntry(c["name"], c["size"], c["crc32c"], "file",
+                                                c["object"]), pinned)
+        report.files += 1
     parts = tuple((p[0], p[1], p[2], d) for p, d in zip(c.get("parts", []), datas, strict=True))
     try:
         mirror.apply(Change(c["v"], c["t"], c["kind"], parts, c.get("name", ""), pinned))

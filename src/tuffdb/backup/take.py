@@ -14,65 +14,137 @@ import contextlib
 import shutil
 import time
 import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tuffdb._failpoints import failpoint
-from tuffdb.backup.manifest import MANIFEST_KEY, FileEntry, Manifest, StoreEntry
-from tuffdb.backup.objstore import PreconditionFailed, file_crc
+from tuffdb._format.kv import TRAILER_SIZE
+from tuffdb.backup.manifest import CHECK_FRAMES, MANIFEST_KEY, FileEntry, Manifest, StoreEntry
 from tuffdb.backup.progress import Progress
 from tuffdb.errors import OperationalError
+from tuffdb.kv.cold import DATA_SUFFIX
+from tuffdb.storage.copy import Throttle, file_crc, frames_digest
+from tuffdb.storage.objstore import PreconditionFailed
 
 if TYPE_CHECKING:
-    from tuffdb.backup.objstore import ObjectStore
+    from tuffdb.storage.objstore import ObjectStore
     from tuffdb.storage.shipping import Shipper, Snapshot
 
 STAGING_DIR = ".backup-staging"
+#: Files copied (or uploaded, or fetched) at once.
+COPY_THREADS = 4
+T = TypeVar("T")
 
 
 @dataclass
 class Source:
-    """One store to back up: its subdirectory name, kind, shipper and key id."""
+    """One store to back up: its subdirectory name, kind, shipper and key id; ``store``
+    the open store itself (what the archiver tiers), None for a locked directory."""
 
     name: str
     kind: str
     shipper: Shipper
     key_id: int
+    store: Any = None
+
+
+def frames_trailer(store_kind: str, name: str, kind: str) -> int | None:
+    """For a file checked by its own frames (``check: "frames"``, docs/format/backup.md),
+    the raw bytes after its last frame; None for a file checked by a CRC of its bytes.
+    Frames: a KV cold segment (16-byte trailer) and a sealed event log segment (none):
+    the bulk of a store, whose payloads their frame CRCs already cover."""
+    if kind != "file":
+        return None
+    if store_kind == "kv" and name.endswith(DATA_SUFFIX):
+        return TRAILER_SIZE
+    if store_kind == "events" and name.startswith("log/"):
+        return 0
+    return None
 
 
 def upload_snapshot(target: ObjectStore, snap: Snapshot, prefix: str, *, link: bool = False,
                     progress: Progress | None = None, known: dict[str, FileEntry] | None = None,
-                    ) -> list[FileEntry]:
-    """Upload every file of ``snap`` under ``prefix`` (logs cut at their positions);
-    files whose name and checksum are in ``known`` are not uploaded again."""
-    entries = []
-    for name, size, kind in snap.files:
-        path = snap.path(name)
+                    store_kind: str = "", throttle: Throttle | None = None) -> list[FileEntry]:
+    """Upload every file of ``snap`` under ``prefix`` (logs cut at their positions), on
+    :data:`COPY_THREADS` threads; files whose name and checksum are in ``known`` are not
+    uploaded again, nor tiered files whose object is in ``target`` already (a snapshot
+    taken with ``fetch_remote=False``). Without ``known`` (a backup), the big immutable
+    files of a ``store_kind`` store are checked by their frames (:func:`frames_trailer`),
+    the rest by a CRC-32C of their bytes; an archive (``known``) names objects by a CRC of
+    their bytes. Entries come back in the snapshot's order."""
+
+    def one(name: str, size: int, kind: str) -> FileEntry:
+        ref = snap.remote.get(name)
+        if ref is not None and ref.url == target.url:
+            # Tiered: its bytes are already an object of this archive (same content, the
+            # object's name carries its checksum): list that one.
+            return FileEntry(name, ref.size, ref.crc32c, "file", ref.object)
+        if ref is not None:  # tiered into another archive: fetch it, then copy it here
+            path = snap.staging / f".remote-{uuid.uuid4().hex}"
+            ref.fetch(path)
+            try:
+                return upload(name, path, ref.size, "file")
+            finally:
+                path.unlink(missing_ok=True)
+        return upload(name, snap.path(name), size, kind)
+
+    def upload(name: str, path: Path, size: int, kind: str) -> FileEntry:
         if known is not None:  # an archive: objects are named by content, and shared
             crc, got = file_crc(path, size if kind == "log" else None)
             have = known.get(name)
             if kind == "file" and have is not None and (have.crc32c, have.size) == (crc, got):
-                entries.append(have)
-            else:
-                key = f"{prefix}{name}.{crc:08x}"
-                with contextlib.suppress(PreconditionFailed):  # the same content is there
-                    target.put_file(key, path, size=got, if_none_match=True)
-                entries.append(FileEntry(name, got, crc, kind, key))
-        else:
-            key = f"{prefix}{name}"
-            crc, got = target.put_file(key, path, size=size if kind == "log" else None,
-                                       link=link and kind == "file", if_none_match=True)
-            entries.append(FileEntry(name, got, crc, kind, key))
+                return have
+            key = f"{prefix}{name}.{crc:08x}"
+            with contextlib.suppress(PreconditionFailed):  # the same content is there
+                target.put_file(key, path, size=got, if_none_match=True)
+            return FileEntry(name, got, crc, kind, key)
+        key = f"{prefix}{name}"
+        trailer = frames_trailer(store_kind, name, kind)
+        crc, got = target.put_file(key, path, size=size if kind == "log" else None,
+                                   link=link and kind == "file", if_none_match=True,
+                                   crc=trailer is None, throttle=throttle)
+        if trailer is None:
+            return FileEntry(name, got, crc, kind, key)
+        digest, got = frames_digest(path, trailer)
+        return FileEntry(name, got, digest, kind, key, CHECK_FRAMES, trailer)
+
+    return run_parallel(one, snap.files, progress, [f[1] for f in snap.files])
+
+
+def run_parallel(fn: Callable[..., T], items: Sequence[tuple[Any, ...]],
+                 progress: Progress | None = None, sizes: Sequence[int] = ()) -> list[T]:
+    """``[fn(*item) for item in items]`` on :data:`COPY_THREADS` threads (the copies and
+    fsyncs release the GIL, so one file's fsync overlaps the next one's copy), results
+    in order; the first failure cancels what has not started and is raised."""
+    if len(items) <= 1:
+        out = [fn(*item) for item in items]
         if progress is not None:
-            progress.add(size)
-    return entries
+            progress.add(sum(sizes))
+        return out
+    results: list[Any] = [None] * len(items)
+    with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="tuffdb-copy") as pool:
+        futures = {pool.submit(fn, *item): i for i, item in enumerate(items)}
+        try:
+            for fut in as_completed(futures):
+                i = futures[fut]
+                results[i] = fut.result()
+                if progress is not None and sizes:
+                    progress.add(sizes[i])
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+    return results
 
 
 def take_backup(sources: list[Source], target: ObjectStore, staging_root: Path, *,
                 extra: list[tuple[str, Path]] = (), link: bool = False,  # type: ignore[assignment]
-                progress: Progress | None = None) -> Manifest:
+                progress: Progress | None = None,
+                max_bytes_per_s: float | None = None) -> Manifest:
     """Back up ``sources`` to ``target`` (which must be empty); return the manifest.
+    ``max_bytes_per_s`` bounds the copying rate (what it takes from the writers' disk).
 
     :raises OperationalError: the target is not empty.
     """
@@ -80,15 +152,18 @@ def take_backup(sources: list[Source], target: ObjectStore, staging_root: Path, 
         raise OperationalError(f"{target.url} is not empty: a backup goes to a new or empty "
                                "destination (it never overwrites one)")
     started = time.time_ns()
+    throttle = Throttle(max_bytes_per_s) if max_bytes_per_s else None
     shutil.rmtree(staging_root, ignore_errors=True)  # a killed backup's leftovers
     stores: dict[str, StoreEntry] = {}
     try:
         for src in sources:
-            with src.shipper.snapshot(staging_root / f"{src.name}-{uuid.uuid4().hex}") as snap:
+            with src.shipper.snapshot(staging_root / f"{src.name}-{uuid.uuid4().hex}",
+                                      fetch_remote=False) as snap:
                 if progress is not None:
                     progress.total += sum(size for _, size, _ in snap.files)
                 files = upload_snapshot(target, snap, f"data/{src.name}/", link=link,
-                                        progress=progress)
+                                        progress=progress, store_kind=src.kind,
+                                        throttle=throttle)
             stores[src.name] = StoreEntry(src.kind, src.key_id, snap.version, snap.time_ns,
                                           snap.positions, files)
         entries = []

@@ -20,8 +20,10 @@ from tuffdb.storage.files import ID_DIGITS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
     from tuffdb.events.store import EventStore
+    from tuffdb.storage.shipping import RemoteFile
 
 LOG_DIR, INDEX_DIR = "log", "index"
 
@@ -41,12 +43,35 @@ class EventsSource:
     def state(self) -> tuple[list[str], dict[str, int]]:
         store = self._store
         segs = list(store._log.segments)
-        files = [f"{LOG_DIR}/{s.path.name}" for s in segs[:-1]]
-        index_dir = store.path / INDEX_DIR
-        if index_dir.is_dir():
-            for name in sorted(os.listdir(index_dir)):
-                stem = name[: -len(INDEX_SUFFIX)]
-                if name.endswith(INDEX_SUFFIX) and len(stem) == ID_DIGITS and stem.isdigit():
-                    files.append(f"{INDEX_DIR}/{name}")
         last = segs[-1]
-        return files, {f"{LOG_DIR}/{last.path.name}": SEGMENT_HEADER_SIZE + last.size}
+        return list_state(store.path, [f"{LOG_DIR}/{s.path.name}" for s in segs[:-1]],
+                          (f"{LOG_DIR}/{last.path.name}", SEGMENT_HEADER_SIZE + last.size))
+
+    def remote(self) -> dict[str, RemoteFile]:
+        return {}  # event segments are never tiered
+
+
+def list_state(path: Path, sealed: list[str] | None = None,
+               active: tuple[str, int] | None = None) -> tuple[list[str], dict[str, int]]:
+    """The immutable files of an event store directory (``sealed`` segments and every
+    index file) and its active log's committed end. Without ``sealed`` and ``active``
+    (a closed store): every segment in ``log/`` but the newest is sealed, and the newest
+    counts to its file size (recovery decides what of it counts)."""
+    if sealed is None:
+        log_dir = path / LOG_DIR
+        names = sorted(n for n in os.listdir(log_dir) if _is_id(n, ".log")) \
+            if log_dir.is_dir() else []
+        sealed = [f"{LOG_DIR}/{n}" for n in names[:-1]]
+        if names:
+            active = (f"{LOG_DIR}/{names[-1]}", os.stat(log_dir / names[-1]).st_size)
+    files = list(sealed)
+    index_dir = path / INDEX_DIR
+    if index_dir.is_dir():
+        files += [f"{INDEX_DIR}/{n}" for n in sorted(os.listdir(index_dir))
+                  if _is_id(n, INDEX_SUFFIX)]
+    return files, dict([active] if active is not None else [])
+
+
+def _is_id(name: str, suffix: str) -> bool:
+    stem = name[: -len(suffix)]
+    return name.endswith(suffix) and len(stem) == ID_DIGITS and stem.isdigit()

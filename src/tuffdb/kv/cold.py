@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from operator import add, mul
@@ -70,6 +72,7 @@ from tuffdb.storage.files import (
 BLOCK_TARGET_SIZE = 16 << 10
 DATA_SUFFIX = ".dat"
 HINT_SUFFIX = ".hint"
+STUB_SUFFIX = ".tier"  # a tiered segment's stub (kv/tier.py)
 _VALUE_MASK = (1 << VALUE_BITS) - 1
 _OFFSET_MASK = (1 << OFFSET_BITS) - 1
 
@@ -271,11 +274,47 @@ def _split_keys(body: bytes, pos: int, klens: np.ndarray) -> list[bytes]:
 
 
 # -- reading -------------------------------------------------------------------------------
+def parse_segment(read: Callable[[int, int], bytes], size: int, where: str,
+                  codec: Codec) -> tuple[int, dict, np.ndarray]:
+    """(segment id, footer meta, block index) of a cold segment of ``size`` bytes, whose
+    bytes ``read(n, offset)`` returns: header, trailer, footer and block index validated.
+
+    :raises CorruptionError: anything incomplete or damaged.
+    """
+    try:
+        if size < SEGMENT_HEADER_SIZE + TRAILER_SIZE:
+            raise CorruptionError("cold segment too short (incomplete write?)", path=where)
+        hdr = unpack_header(read(SEGMENT_HEADER_SIZE, 0), where)
+        if hdr.file_kind != FileKind.KV_DATA:
+            raise CorruptionError("not a KV data segment", path=where)
+        codec.check_key_id(hdr.key_id, where)
+        tr = read(TRAILER_SIZE, size - TRAILER_SIZE)
+        footer_off, magic, crc = TRAILER.unpack(tr)
+        if magic != TRAILER_MAGIC or crc32c(tr[:12]) != crc or footer_off >= size:
+            raise CorruptionError("bad trailer (incomplete write?)", path=where, offset=size - 16)
+        tail = read(size - TRAILER_SIZE - footer_off, footer_off)
+        res = scan_frames(tail)
+        if res.error or len(res.frames) != 1 or res.frames[0].kind != Kind.META:
+            raise CorruptionError(res.error or "bad footer", path=where, offset=footer_off)
+        meta = json.loads(res.frames[0].payload)
+        ioff = meta["index_offset"]
+        ires = scan_frames(read(footer_off - ioff, ioff))
+        if ires.error or len(ires.frames) != 1 or ires.frames[0].kind != Kind.KV_BLOCK_INDEX:
+            raise CorruptionError(ires.error or "bad block index", path=where, offset=ioff)
+        f = ires.frames[0]
+        index = np.frombuffer(codec.decode(f.flags, f.payload, where), dtype=BLOCK_INDEX_DTYPE)
+        if len(index) != meta["blocks"]:
+            raise CorruptionError("block index length mismatch", path=where, offset=ioff)
+    except (ValueError, KeyError, struct.error) as exc:
+        raise CorruptionError(f"bad footer: {exc}", path=where) from None
+    return hdr.base_address, meta, index
+
+
 class ColdSegment:
     """An open, validated cold segment. Reads are positional and thread-safe."""
 
-    def __init__(self, path: Path, fd: int, seg_id: int, meta: dict, index: np.ndarray,
-                 codec: Codec) -> None:
+    def __init__(self, path: Path, fd: int | None, seg_id: int, meta: dict, index: np.ndarray,
+                 codec: Codec, file_size: int) -> None:
         self.path = path
         self.id = seg_id
         self.seq: int = meta["seq"]
@@ -283,7 +322,7 @@ class ColdSegment:
         self.supersedes: list[int] = meta.get("supersedes", [])
         self.value_bytes: int = meta["value_bytes"]
         self.live_bytes = self.value_bytes  # refined by the store's accounting
-        self.file_size = os.fstat(fd).st_size
+        self.file_size = file_size
         self.codec = codec
         self._fd: int | None = fd
         self._offsets = index["offset"].tolist()
@@ -293,60 +332,45 @@ class ColdSegment:
     def nblocks(self) -> int:
         return len(self._offsets)
 
+    @property
+    def tiered(self) -> bool:
+        """True when the bytes live in an archive, not in a local file (kv/tier.py)."""
+        return False
+
     @classmethod
     def open(cls, path: Path, codec: Codec) -> ColdSegment:
         """Validate header, trailer, footer and block index; CorruptionError if incomplete."""
         fd = os.open(path, os.O_RDONLY)
         try:
             size = os.fstat(fd).st_size
-            where = str(path)
-            if size < SEGMENT_HEADER_SIZE + TRAILER_SIZE:
-                raise CorruptionError("cold segment too short (incomplete write?)", path=where)
-            hdr = unpack_header(pread_exact(fd, SEGMENT_HEADER_SIZE, 0), where)
-            if hdr.file_kind != FileKind.KV_DATA:
-                raise CorruptionError("not a KV data segment", path=where)
-            codec.check_key_id(hdr.key_id, where)
-            tr = pread_exact(fd, TRAILER_SIZE, size - TRAILER_SIZE)
-            footer_off, magic, crc = TRAILER.unpack(tr)
-            if magic != TRAILER_MAGIC or crc32c(tr[:12]) != crc or footer_off >= size:
-                raise CorruptionError("bad trailer (incomplete write?)", path=where, offset=size - 16)
-            tail = pread_exact(fd, size - TRAILER_SIZE - footer_off, footer_off)
-            res = scan_frames(tail)
-            if res.error or len(res.frames) != 1 or res.frames[0].kind != Kind.META:
-                raise CorruptionError(res.error or "bad footer", path=where, offset=footer_off)
-            meta = json.loads(res.frames[0].payload)
-            ioff = meta["index_offset"]
-            ires = scan_frames(pread_exact(fd, footer_off - ioff, ioff))
-            if ires.error or len(ires.frames) != 1 or ires.frames[0].kind != Kind.KV_BLOCK_INDEX:
-                raise CorruptionError(ires.error or "bad block index", path=where, offset=ioff)
-            f = ires.frames[0]
-            index = np.frombuffer(codec.decode(f.flags, f.payload, where), dtype=BLOCK_INDEX_DTYPE)
-            if len(index) != meta["blocks"]:
-                raise CorruptionError("block index length mismatch", path=where, offset=ioff)
-        except (CorruptionError, ValueError, KeyError) as exc:
-            os.close(fd)
-            if isinstance(exc, CorruptionError):
-                raise
-            raise CorruptionError(f"bad footer: {exc}", path=str(path)) from None
+            seg_id, meta, index = parse_segment(lambda n, off: pread_exact(fd, n, off), size,
+                                                str(path), codec)
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, fd, hdr.base_address, meta, index, codec)
+        return cls(path, fd, seg_id, meta, index, codec, size)
 
-    def read_block(self, block_no: int) -> bytes:
-        """The raw records of one block, checksum verified and decoded."""
+    def _read(self, size: int, offset: int) -> bytes:
         fd = self._fd
         if fd is None:
             raise CorruptionError("segment closed", path=str(self.path))
+        return pread_exact(fd, size, offset)
+
+    def read_block(self, block_no: int) -> bytes:
+        """The raw records of one block, checksum verified and decoded."""
         off = self._offsets[block_no]
         try:
-            kind, flags, payload = decode_single_frame(pread_exact(fd, self._sizes[block_no], off))
+            kind, flags, payload = decode_single_frame(self._read(self._sizes[block_no], off))
         except ValueError as exc:
             raise CorruptionError(str(exc), path=str(self.path), offset=off) from None
         if kind != Kind.KV_BLOCK:
             raise CorruptionError(f"frame kind {kind} where a block was expected",
                                   path=str(self.path), offset=off)
         return self.codec.decode(flags, payload, str(self.path))
+
+    def block_span(self, block_no: int) -> tuple[int, int]:
+        """(file offset, size) of one block's frame."""
+        return self._offsets[block_no], self._sizes[block_no]
 
     def entries(self) -> Entries:
         """Rebuild the hint table by reading every block (used when a hint is bad)."""
@@ -377,3 +401,9 @@ def hint_path(directory: Path, seg_id: int) -> Path:
 
 def data_path(directory: Path, seg_id: int) -> Path:
     return directory / segment_name(seg_id, DATA_SUFFIX)
+
+
+def segment_files(directory: Path, seg_id: int) -> list[Path]:
+    """Every file segment ``seg_id`` may have: data, hint, tier stub."""
+    return [directory / segment_name(seg_id, suffix)
+            for suffix in (DATA_SUFFIX, HINT_SUFFIX, STUB_SUFFIX)]

@@ -19,7 +19,15 @@ import numpy as np
 from tuffdb import metrics
 from tuffdb._format.kv import BLOCK_BITS, OP_DELETE, OP_PUT
 from tuffdb.errors import CorruptionError
-from tuffdb.kv.cold import ColdSegment, Entries, data_path, hint_path, load_hint, write_segment
+from tuffdb.kv.cold import (
+    ColdSegment,
+    Entries,
+    data_path,
+    hint_path,
+    load_hint,
+    segment_files,
+    write_segment,
+)
 from tuffdb.storage.files import remove_quietly
 
 if TYPE_CHECKING:
@@ -141,10 +149,11 @@ def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
         store.shipper.added(out.path.name)
         store.shipper.added(hint_path(store._dir, out.id).name)
     # Not fsynced: if a crash resurrects them, open deletes them again (output's supersedes).
-    doomed = [p for s in group for p in (data_path(store._dir, s.id), hint_path(store._dir, s.id))]
+    doomed = [p for s in group for p in segment_files(store._dir, s.id)]
     remove_quietly(doomed)
-    for p in doomed:
-        store.shipper.removed(p.name)
+    for s in group:  # a tiered segment's .dat is gone already, but it is part of the state
+        store.shipper.removed(data_path(store._dir, s.id).name)
+        store.shipper.removed(hint_path(store._dir, s.id).name)
     reclaimed = sum(s.file_size for s in group) - (out.file_size if out else 0)
     metrics.KV_COMPACTIONS.inc()
     metrics.KV_COMPACTED_BYTES.inc(max(0, reclaimed))

@@ -2,8 +2,8 @@
 
 Open, step by step:
 1. Remove ``*.tmp`` leftovers (an unfinished atomic write never became visible).
-2. Open every cold segment; one without a valid trailer is an unfinished spill or merge
-   (its inputs still exist), so delete it and its hint.
+2. Open every cold segment, and every tiered one from its stub (kv/tier.py; a stub
+   beside its segment's own file is a tiering that did not finish: the file stays).
 3. Delete segments that a complete merge output lists in ``supersedes``.
 4. In (seq, id) order, load each segment's hint (rebuilding a missing or damaged one from
    the data) into the keydir; tombstones remove keys.
@@ -32,8 +32,10 @@ from tuffdb.kv.cold import (
     data_path,
     hint_path,
     load_hint,
+    segment_files,
     write_hint,
 )
+from tuffdb.kv import tier
 from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES, TOMBSTONE, HotSegment
 from tuffdb.kv.records import encode_pending, iter_records
 from tuffdb.storage.codec import LOG_ZSTD_LEVEL
@@ -70,12 +72,13 @@ def recover(store: KVStore) -> int:
         # Cold segments are written as .tmp and renamed once complete and fsynced, so a
         # .dat that fails validation is damage, never an unfinished write: refuse it.
         segs[sid] = ColdSegment.open(data_path(d, sid), store._codec)
+    tier.open_stubs(store, segs)
     for seg in list(segs.values()):
         for old in seg.supersedes:
             gone = segs.pop(old, None)
             if gone is not None:
                 gone.close()
-                remove_durably([data_path(d, old), hint_path(d, old)])
+                remove_durably(segment_files(d, old))
     order = sorted(segs.values(), key=lambda s: (s.seq, s.id))
     now = store._now_ms()
     for seg in order:

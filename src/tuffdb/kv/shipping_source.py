@@ -2,8 +2,10 @@
 
 What a KV directory holds for the seam: immutable files ``<id>.dat`` and ``<id>.hint``
 (cold segments and their key tables), and logs ``<id>.log`` (hot-tier logs, one per hot
-segment, deleted once the segment is spilled). Spares (``spare-*.tmp``), other ``.tmp``
-files and ``LOCK`` are not part of the state.
+segment, deleted once the segment is spilled). A tiered segment's ``<id>.dat`` is part
+of the state too, held in the archive (``remote()``; its local stub ``<id>.tier`` is
+not). Spares (``spare-*.tmp``), other ``.tmp`` files, the tier cache and ``LOCK`` are not
+part of the state.
 
 The pause holds the background mutex (no spill or merge adds or deletes a cold file)
 and the group committer between rounds, after running one (every write so far is in a
@@ -22,8 +24,10 @@ from tuffdb.storage.files import ID_DIGITS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
     from tuffdb.kv.store import KVStore
+    from tuffdb.storage.shipping import RemoteFile
 
 FILE_SUFFIXES = ("dat", "hint")
 LOG_SUFFIX = "log"
@@ -57,13 +61,23 @@ class KVSource:
         open_logs = {seg.wal.path.name: SEGMENT_HEADER_SIZE + seg.wal.size
                      for seg in list(store._unflushed)
                      if seg.wal is not None and not seg.wal.closed}
-        files: list[str] = []
-        logs: dict[str, int] = {}
-        for name in sorted(os.listdir(store._dir)):
-            kind = kind_of(name)
-            if kind == "file":
-                files.append(name)
-            elif kind == "log":
-                size = open_logs.get(name)
-                logs[name] = size if size is not None else os.stat(store._dir / name).st_size
-        return files, logs
+        return list_state(store._dir, open_logs)
+
+    def remote(self) -> dict[str, RemoteFile]:
+        return {s.path.name: s.ref for s in self._store._cold_order if s.tiered}
+
+
+def list_state(directory: Path, open_logs: dict[str, int]) -> tuple[list[str], dict[str, int]]:
+    """The immutable files of a KV directory and each log's committed end: from
+    ``open_logs`` for the logs a store is writing, else the file's size (a closed
+    store's log: recovery decides what of it counts)."""
+    files: list[str] = []
+    logs: dict[str, int] = {}
+    for name in sorted(os.listdir(directory)):
+        kind = kind_of(name)
+        if kind == "file":
+            files.append(name)
+        elif kind == "log":
+            size = open_logs.get(name)
+            logs[name] = size if size is not None else os.stat(directory / name).st_size
+    return files, logs

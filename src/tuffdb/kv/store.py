@@ -121,8 +121,12 @@ class KVStore(MutableMapping[bytes, bytes]):
         background_compaction: bool = True,
         expiry_interval_s: float = 1.0,
         clock: Callable[[], float] = time.time,
+        tier_cache_bytes: int = 256 << 20,
     ) -> KVStore:
         """Open (creating if needed) the store in directory ``path``.
+
+        ``tier_cache_bytes`` bounds the local cache of segments kept in an archive
+        (tiering, kv/tier.py; only used once a segment is tiered).
 
         :raises LockTimeout: another process has the directory open.
         :raises WrongKeyError: ``encryption_key`` does not match the data.
@@ -137,13 +141,13 @@ class KVStore(MutableMapping[bytes, bytes]):
             hot_bytes=hot_bytes, codec=Codec(compression=compression, key=encryption_key),
             max_sealed=max_sealed, compaction_threshold=compaction_threshold,
             background_compaction=background_compaction, expiry_interval_s=expiry_interval_s,
-            clock=clock,
+            clock=clock, tier_cache_bytes=tier_cache_bytes,
         )
 
     def __init__(self, directory: Path, *, durability: str, interval_ms: int, cache_bytes: int,
                  hot_bytes: int, codec: Codec, max_sealed: int, compaction_threshold: float,
                  background_compaction: bool, expiry_interval_s: float,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], tier_cache_bytes: int = 256 << 20) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self._dir = directory
         self._dirlock = DirLock(directory)
@@ -167,6 +171,10 @@ class KVStore(MutableMapping[bytes, bytes]):
         self._cold_order: list[ColdSegment] = []
         self._retired: list[ColdSegment] = []
         self._open_segs: dict[int, ColdSegment] = {}  # every segment not yet closed, by id
+        # Tiering (kv/tier.py): segments whose bytes live in an archive read through a
+        # local cache of this size; the state (kv.tier.Tier) is made on first use.
+        self._tier_cache_bytes = tier_cache_bytes
+        self._tier: Any = None
         self._cache: OrderedDict[int, bytes] = OrderedDict()  # block id -> decoded block
         self._cache_size = 0
         self._cache_limit = cache_bytes
@@ -695,7 +703,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         try:
             raw = seg.read_block(gid & 0xFFFFFFFF)
         except (OSError, CorruptionError):
-            if seg.id not in self._cold:
+            if self._cold.get(seg.id) is not seg:  # retired by a merge, or tiered
                 return None
             raise
         metrics.KV_GETS.inc()
@@ -1179,6 +1187,8 @@ class KVStore(MutableMapping[bytes, bytes]):
             self._chain = ({},)  # frees the hot tier; every read checks _closed first
         for seg in list(self._open_segs.values()):
             seg.close()
+        if self._tier is not None:
+            self._tier.close()
         self._cache.clear()
         self._dirlock.release()
         # A failure nobody has been told about (a background spill in "none" mode, say)

@@ -137,18 +137,22 @@ class Host:
         return out
 
     async def backup(self, body: bytes) -> tuple[int, dict[str, Any]]:
-        """``POST /backup`` with ``{"dest": URL, "link": false}``: back up every store."""
+        """``POST /backup`` with ``{"dest": URL, "link": false, "max_mb_per_s": null}``:
+        back up every store."""
         from tuffdb.backup import datadir  # noqa: PLC0415 (only when asked)
-        from tuffdb.backup.objstore import open_target  # noqa: PLC0415
         from tuffdb.backup.take import STAGING_DIR, take_backup  # noqa: PLC0415
+        from tuffdb.storage.objstore import open_target  # noqa: PLC0415
 
         try:
             req = json.loads(body or b"{}")
             dest = req["dest"]
-            if not isinstance(dest, str) or not dest:
+            rate = req.get("max_mb_per_s")
+            if not isinstance(dest, str) or not dest or not (
+                    rate is None or (isinstance(rate, int | float) and rate > 0)):
                 raise TypeError
         except (ValueError, KeyError, TypeError):
-            return 400, {"error": 'the body must be JSON {"dest": "<directory or s3://...>"}'}
+            return 400, {"error": 'the body must be JSON {"dest": "<directory or s3://...>"} '
+                                  '(and optionally "link": true, "max_mb_per_s": <number>)'}
         if self.state != "running":
             return 503, {"error": f"the server is {self.state}"}
         if self._backup_running:
@@ -160,7 +164,8 @@ class Host:
             log.info("backup started", dest=dest)
             manifest = await asyncio.to_thread(
                 take_backup, sources, open_target(dest), config.data_dir / STAGING_DIR,
-                extra=datadir.extra_files(config.data_dir), link=bool(req.get("link")))
+                extra=datadir.extra_files(config.data_dir), link=bool(req.get("link")),
+                max_bytes_per_s=rate * 1e6 if rate else None)
         except Error as exc:
             log.error("backup failed", dest=dest, error=str(exc))
             return (409 if "not empty" in str(exc) else 500), {"error": str(exc)}
@@ -175,7 +180,7 @@ class Host:
     def _start_archiver(self) -> None:
         from tuffdb.backup import datadir  # noqa: PLC0415
         from tuffdb.backup.archive import Archiver  # noqa: PLC0415
-        from tuffdb.backup.objstore import open_target  # noqa: PLC0415
+        from tuffdb.storage.objstore import open_target  # noqa: PLC0415
 
         config = self.config
         assert config.archive is not None
@@ -186,7 +191,8 @@ class Host:
         self.archiver = Archiver(
             target, datadir.sources_of(self.stores()), config.data_dir / ".archive",
             interval_s=config.archive_interval, base_interval_s=config.archive_base_interval,
-            retention_s=config.archive_retention, degraded_lag_s=config.archive_lag_degraded)
+            retention_s=config.archive_retention, degraded_lag_s=config.archive_lag_degraded,
+            local_bytes=config.local_bytes)
         self.archiver.start()
         log.info("archiving", target=target.url, interval_s=config.archive_interval)
 

@@ -73,6 +73,8 @@ class ServeConfig:
     archive_base_interval: float = 3600.0
     archive_retention: float = 7 * 86400.0
     archive_lag_degraded: float = 30.0
+    local_bytes: int | None = None
+    tier_cache_mb: int = 256
     cluster: str | None = None
     etcd: str | None = None
     node_id: str | None = None
@@ -106,6 +108,17 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _bytes(text: str) -> int:
+    """A size: bytes, or with a K, M, G or T suffix (powers of 1024)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    text = text.strip().upper().removesuffix("B")
+    scale = units.get(text[-1:], 1)
+    value = int(float(text[:-1] if scale > 1 else text) * scale)
+    if value < 0:
+        raise ValueError("must be a size in bytes, e.g. 10G, 500M or 1048576")
+    return value
+
+
 def _count(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -130,7 +143,8 @@ def _choice(*allowed: str) -> Callable[[str], str]:
 
 
 # name -> (parser of the text form, help); the order is the order of --help.
-_METAVARS = {"archive": "URL", "durability": "MODE", "requirepass": "PASSWORD", "maxclients": "N",
+_METAVARS = {"archive": "URL", "local_bytes": "SIZE", "durability": "MODE",
+             "requirepass": "PASSWORD", "maxclients": "N",
              "log_level": "LEVEL", "api_key": "KEY", "data_dir": "DIR", "cluster": "NAME",
              "etcd": "URLS", "node_id": "ID", "advertise": "HOST", "sync_replicas": "N",
              "lease_ttl": "SECONDS"}
@@ -156,6 +170,9 @@ _OPTIONS: dict[str, tuple[Callable[[str], Any], str]] = {
     "archive_base_interval": (_seconds, "take a base backup into the archive this often, s"),
     "archive_retention": (_seconds, "keep restore points for this long, s"),
     "archive_lag_degraded": (_seconds, "/health says degraded past this archive lag, s"),
+    "local_bytes": (_bytes, "tiering: keep at most this much of the KV stores' archived cold "
+                            "segments on local disk (e.g. 20G; needs --archive)"),
+    "tier_cache_mb": (_positive, "tiering: local cache of archived segments' bytes, MiB"),
     "cluster": (_name, "join the replicated cluster of this name (needs --etcd, --node-id)"),
     "etcd": (str, "etcd client URLs, comma-separated, e.g. http://10.0.0.1:2379"),
     "node_id": (_name, "this node's name in the cluster (unique, stable across restarts)"),
@@ -267,6 +284,13 @@ def _validate(config: ServeConfig, env: Mapping[str, str]) -> None:
         if config.advertise is None and config.host in ("0.0.0.0", "::", ""):  # noqa: S104
             raise ConfigError("with host bound to every address, give advertise: the "
                               "address other nodes reach this one at")
+    if config.local_bytes is not None:
+        if not config.archive:
+            raise ConfigError("local_bytes (tiering) needs archive: segments are dropped "
+                              "locally only once they are archived")
+        if config.cluster is not None:
+            raise ConfigError("local_bytes (tiering) is not supported in a cluster: a "
+                              "follower's snapshot would download every tiered segment")
     seen: dict[int, str] = {}
     ports = ["admin_port", "resp_port", "grpc_port", "http_port"]
     if config.cluster is not None:

@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from tuffdb.errors import CorruptionError, OperationalError
+from tuffdb.storage.copy import copy_to_path
+from tuffdb.storage.objstore import shared_target
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -46,7 +48,6 @@ Part = tuple[str, int, int, bytes]
 #: A feed that holds more than this many changes, or bytes of round data, is cut off.
 DEFAULT_FEED_CHANGES = 100_000
 DEFAULT_FEED_BYTES = 256 << 20
-_COPY_CHUNK = 1 << 20
 
 
 class Source(Protocol):
@@ -60,6 +61,34 @@ class Source(Protocol):
     def state(self) -> tuple[list[str], dict[str, int]]:
         """Inside :meth:`pause`: the immutable files, and each live log's committed end."""
         ...
+
+    def remote(self) -> dict[str, RemoteFile]:
+        """Inside :meth:`pause`: immutable files of the state held in an archive instead
+        of the store directory (tiered KV segments), by name."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteFile:
+    """An immutable file whose bytes are object ``object`` of the archive at ``url``."""
+
+    url: str
+    object: str
+    size: int
+    crc32c: int
+
+    def fetch(self, dst: Path) -> None:
+        """Download it into a new file ``dst`` and verify it.
+
+        :raises CorruptionError: the object differs from what the store recorded.
+        :raises NotFoundError: the object is gone.
+        """
+        crc, size = shared_target(self.url).get_file(self.object, dst)
+        if (crc, size) != (self.crc32c, self.size):
+            raise CorruptionError(
+                f"{self.url}/{self.object} is damaged: {size} bytes with CRC-32C {crc:08x}, "
+                f"{self.size} bytes with {self.crc32c:08x} expected",
+                path=f"{self.url}/{self.object}")
 
 
 class FeedLost(OperationalError):
@@ -85,11 +114,13 @@ class Snapshot:
     """A consistent copy of a store's state (see :meth:`Shipper.snapshot`)."""
 
     staging: Path
-    files: list[tuple[str, int, str]]  # (name, size, "file" | "log")
+    files: list[tuple[str, int, str]]  # (name, size, "file" | "log" | "remote")
     positions: dict[str, int]
     wall_time: float
     time_ns: int
     version: int
+    #: Files held in an archive (kind "remote" in ``files``): not in ``staging``.
+    remote: dict[str, RemoteFile] = field(default_factory=dict)
     _released: bool = field(default=False, repr=False)
 
     def path(self, name: str) -> Path:
@@ -165,6 +196,12 @@ class Feed:
         """Changes queued and not yet taken."""
         return len(self._queue)
 
+    @property
+    def oldest_ns(self) -> int | None:
+        """``time_ns`` of the oldest change queued and not yet taken (None: none)."""
+        with self._cv:
+            return self._queue[0].time_ns if self._queue else None
+
     def close(self) -> None:
         """Stop receiving; queued pinned files are unlinked."""
         self._shipper._unsubscribe(self)
@@ -198,15 +235,7 @@ def link_or_copy(src: Path, dst: Path, size: int | None = None) -> None:
     except OSError as exc:
         if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
             raise
-    with src.open("rb") as fin, dst.open("wb") as fout:
-        left = size if size is not None else -1
-        while left:
-            buf = fin.read(_COPY_CHUNK if left < 0 else min(left, _COPY_CHUNK))
-            if not buf:
-                break
-            fout.write(buf)
-            if left > 0:
-                left -= len(buf)
+    copy_to_path(src, dst, size)
 
 
 def new_bytes(have: int, start: int, end: int, data: bytes) -> bytes:
@@ -278,12 +307,15 @@ class Shipper:
         with self._source.pause():
             return self._source.state()[1]
 
-    def snapshot(self, staging: Path) -> Snapshot:
+    def snapshot(self, staging: Path, *, fetch_remote: bool = True) -> Snapshot:
         """A consistent copy of the store's state, taken between commit rounds: every
         immutable file and every live log hard-linked into ``staging`` (a new directory
         on the same file system; copied otherwise), with each log's committed size.
         A log's link may grow past its position later: read only ``positions[name]``
-        bytes of it. Release it (or use it as a context manager) when done.
+        bytes of it. Files the store keeps in an archive (tiered) are downloaded into
+        ``staging`` after the pause, or with ``fetch_remote=False`` listed with kind
+        ``"remote"`` and described in ``Snapshot.remote``. Release it (or use it as a
+        context manager) when done.
         """
         staging = Path(staging)
         staging.mkdir(parents=True)
@@ -291,6 +323,7 @@ class Shipper:
         try:
             with self._source.pause():
                 names, logs = self._source.state()
+                remote = self._source.remote()
                 with self._mu:
                     version = self._version
                 now = time.time_ns()
@@ -309,10 +342,19 @@ class Shipper:
                         made.add(dst.parent)
                     link_or_copy(self.directory / name, dst, size)
                     files.append((name, size, "log"))
+            # Outside the pause: an archived file never changes, and a download can be slow.
+            for name, ref in sorted(remote.items()):
+                if fetch_remote:
+                    (staging / name).parent.mkdir(parents=True, exist_ok=True)
+                    ref.fetch(staging / name)
+                    files.append((name, ref.size, "file"))
+                else:
+                    files.append((name, ref.size, "remote"))
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        return Snapshot(staging, files, dict(logs), now / 1e9, now, version)
+        return Snapshot(staging, files, dict(logs), now / 1e9, now, version,
+                        {} if fetch_remote else dict(remote))
 
     def subscribe(self, *, maxsize: int = DEFAULT_FEED_CHANGES,
                   max_bytes: int = DEFAULT_FEED_BYTES, pin_dir: Path | None = None) -> Feed:
@@ -372,14 +414,7 @@ class Shipper:
 def copy_prefix(src: Path, dst: Path, size: int) -> None:
     """Copy the first ``size`` bytes of ``src`` to a new file ``dst`` (never a link: a
     log's copy must not share its inode, it is appended to or cut)."""
-    with src.open("rb") as fin, dst.open("wb") as fout:
-        left = size
-        while left:
-            buf = fin.read(min(left, _COPY_CHUNK))
-            if not buf:
-                raise CorruptionError(f"{src} is shorter than {size} bytes", path=str(src))
-            fout.write(buf)
-            left -= len(buf)
+    copy_to_path(src, dst, size)
 
 
 class Mirror:

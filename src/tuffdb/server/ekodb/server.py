@@ -123,7 +123,8 @@ class EkoDBFace:
         kv = KVStore.open(self.data_dir / "documents", durability=durability,
                           interval_ms=config.interval_ms, encryption_key=key,
                           hot_bytes=STORAGE_MODES[self.settings.storage_mode][0],
-                          cache_bytes=STORAGE_MODES[self.settings.storage_mode][1])
+                          cache_bytes=STORAGE_MODES[self.settings.storage_mode][1],
+                          tier_cache_bytes=int(getattr(config, "tier_cache_mb", 256)) << 20)
         self.db = Database(kv, sync=False)
         node = cluster_node()
         # In a cluster nothing is written here until this node leads (a follower's store

@@ -63,7 +63,8 @@ def open_store(config: Any, durability: str, interval_ms: int) -> KVStore:
         key = encryption_key(config)
     return KVStore.open(Path(config.data_dir) / "kv", durability=durability,
                         interval_ms=interval_ms, encryption_key=key,
-                        cache_bytes=int(getattr(config, "cache_mb", DEFAULT_CACHE_MB)) << 20)
+                        cache_bytes=int(getattr(config, "cache_mb", DEFAULT_CACHE_MB)) << 20,
+                        tier_cache_bytes=int(getattr(config, "tier_cache_mb", 256)) << 20)
 
 
 class RespServer:

@@ -25,21 +25,24 @@ import fcntl
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import urlparse
 
 from tuffdb._format.checksum import crc32c, crc32c_extend
 from tuffdb.errors import CorruptionError, NotFoundError, OperationalError, ProgrammingError
-from tuffdb.storage.files import fsync_dir, fsync_fd, write_all
+from tuffdb.storage.copy import Throttle, copy_file, file_crc
+from tuffdb.storage.files import fsync_dir, fsync_fd, pread_exact, write_all
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 MULTIPART_THRESHOLD = 64 << 20
 #: Seconds before a silent S3 request counts as failed (env TUFFDB_S3_TIMEOUT_S overrides).
 S3_TIMEOUT_S = 20.0
 PART_SIZE = 16 << 20
 _READ_CHUNK = 4 << 20
+_RANGE_BYTES = 16 << 20
+T = TypeVar("T")
 
 
 class ObjectMissing(NotFoundError):
@@ -61,15 +64,24 @@ class ObjectStore(Protocol):
             if_match: str | None = None) -> str: ...
 
     def put_file(self, key: str, path: Path, *, size: int | None = None, link: bool = False,
-                 if_none_match: bool = False) -> tuple[int, int]:
+                 if_none_match: bool = False, crc: bool = True,
+                 throttle: Throttle | None = None) -> tuple[int, int]:
         """Upload the first ``size`` bytes of ``path`` (all of it by default); return
         their (crc32c, size). ``link``: a directory target may hard-link the file instead
-        of copying it (immutable files only)."""
+        of copying it (immutable files only). ``crc=False``: the caller checksums the file
+        itself (the CRC returned may be 0). ``throttle``: at most its rate."""
         ...
 
     def get(self, key: str) -> tuple[bytes, str]: ...
 
-    def get_file(self, key: str, path: Path) -> None: ...
+    def get_file(self, key: str, path: Path, *, crc: bool = True) -> tuple[int, int]:
+        """Download ``key`` into a new file ``path`` (fsynced); return the (crc32c, size)
+        of the bytes written (``crc=False``: the CRC may be 0; the caller checks)."""
+        ...
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of ``key`` (fewer when it is shorter)."""
+        ...
 
     def head(self, key: str) -> str | None: ...
 
@@ -97,6 +109,39 @@ def open_target(url: str | os.PathLike[str]) -> ObjectStore:
     return DirStore(Path(text))
 
 
+_SHARED: dict[tuple[str, ...], ObjectStore] = {}
+_SHARED_MU = threading.Lock()
+
+
+def shared_target(url: str) -> ObjectStore:
+    """:func:`open_target` for readers that come back often (tiered reads, remote files):
+    one client per URL and S3 endpoint setting for the process."""
+    key = (url, os.environ.get("AWS_ENDPOINT_URL", ""), os.environ.get("AWS_ENDPOINT_URL_S3", ""))
+    with _SHARED_MU:
+        target = _SHARED.get(key)
+        if target is None:
+            target = _SHARED[key] = open_target(url)
+        return target
+
+
+def object_crc(target: ObjectStore, key: str, size: int) -> int:
+    """CRC-32C of object ``key``, read back in ranges (it must be ``size`` bytes long).
+
+    :raises CorruptionError: it is shorter or longer.
+    """
+    crc = 0
+    for off in range(0, size, _RANGE_BYTES):
+        buf = target.get_range(key, off, min(size, off + _RANGE_BYTES))
+        if len(buf) != min(size, off + _RANGE_BYTES) - off:
+            raise CorruptionError(f"{target.url}/{key} is shorter than {size} bytes",
+                                  path=f"{target.url}/{key}")
+        crc = crc32c_extend(crc, buf)
+    if target.get_range(key, size, size + 1):
+        raise CorruptionError(f"{target.url}/{key} is longer than {size} bytes",
+                              path=f"{target.url}/{key}")
+    return crc
+
+
 def _chunks(path: Path, size: int | None, state: list[int],
             chunk: int = _READ_CHUNK) -> Iterator[bytes]:
     """The first ``size`` bytes of ``path`` (all by default) in chunks; ``state`` ends as
@@ -114,14 +159,6 @@ def _chunks(path: Path, size: int | None, state: list[int],
             if left > 0:
                 left -= len(buf)
             yield buf
-
-
-def file_crc(path: Path, size: int | None = None) -> tuple[int, int]:
-    """(crc32c, size) of a file (of its first ``size`` bytes)."""
-    state = [0, 0]
-    for _ in _chunks(path, size, state):
-        pass
-    return state[0], state[1]
 
 
 def etag_of(data: bytes) -> str:
@@ -148,20 +185,21 @@ class DirStore:
             n = self._tmp
         return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{n}.tmp")
 
-    def _write_temp(self, path: Path, chunks: Any) -> Path:
+    def _write_temp(self, path: Path, fill: Callable[[int], T]) -> tuple[Path, T]:
+        """A new temporary file beside ``path``, written by ``fill(fd)`` and fsynced;
+        returns it and what ``fill`` returned (removed again if anything fails)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._temp(path)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            for chunk in chunks:
-                write_all(fd, chunk)
+            out = fill(fd)
             fsync_fd(fd)
         except BaseException:
             os.close(fd)
             tmp.unlink(missing_ok=True)
             raise
         os.close(fd)
-        return tmp
+        return tmp, out
 
     def _publish(self, tmp: Path, path: Path, *, if_none_match: bool,
                  if_match: str | None) -> None:
@@ -200,28 +238,29 @@ class DirStore:
     def put(self, key: str, data: bytes, *, if_none_match: bool = False,
             if_match: str | None = None) -> str:
         path = self._path(key)
-        tmp = self._write_temp(path, [data])
+        tmp, _ = self._write_temp(path, lambda fd: write_all(fd, data))
         self._publish(tmp, path, if_none_match=if_none_match, if_match=if_match)
         return etag_of(data)
 
     def put_file(self, key: str, path: Path, *, size: int | None = None, link: bool = False,
-                 if_none_match: bool = False) -> tuple[int, int]:
+                 if_none_match: bool = False, crc: bool = True,
+                 throttle: Throttle | None = None) -> tuple[int, int]:
         dst = self._path(key)
         if link and size is None:
-            crc, got = file_crc(Path(path))
             dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._temp(dst)
             try:
-                tmp = self._temp(dst)
                 os.link(path, tmp)
             except OSError:
                 pass  # another file system: copy
             else:
+                got = file_crc(Path(path)) if crc else (0, os.stat(tmp).st_size)
                 self._publish(tmp, dst, if_none_match=if_none_match, if_match=None)
-                return crc, got
-        state = [0, 0]
-        tmp = self._write_temp(dst, _chunks(Path(path), size, state))
+                return got
+        tmp, got = self._write_temp(dst, lambda fd: copy_file(Path(path), fd, size, crc=crc,
+                                                             throttle=throttle))
         self._publish(tmp, dst, if_none_match=if_none_match, if_match=None)
-        return state[0], state[1]
+        return got
 
     def get(self, key: str) -> tuple[bytes, str]:
         try:
@@ -230,14 +269,28 @@ class DirStore:
             raise ObjectMissing(f"{self.url}/{key} is missing") from None
         return data, etag_of(data)
 
-    def get_file(self, key: str, path: Path) -> None:
+    def get_file(self, key: str, path: Path, *, crc: bool = True) -> tuple[int, int]:
+        src = self._path(key)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            src = self._path(key).open("rb")
+            try:
+                got = copy_file(src, fd, crc=crc)
+            except FileNotFoundError:
+                raise ObjectMissing(f"{self.url}/{key} is missing") from None
+            fsync_fd(fd)
+        finally:
+            os.close(fd)
+        return got
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        try:
+            fd = os.open(self._path(key), os.O_RDONLY)
         except FileNotFoundError:
             raise ObjectMissing(f"{self.url}/{key} is missing") from None
-        with src, Path(path).open("wb") as out:
-            while buf := src.read(_READ_CHUNK):
-                out.write(buf)
+        try:
+            return pread_exact(fd, max(0, end - start), start)
+        finally:
+            os.close(fd)
 
     def head(self, key: str) -> str | None:
         try:
@@ -345,9 +398,12 @@ class S3Store:
         return str(r["ETag"])
 
     def put_file(self, key: str, path: Path, *, size: int | None = None, link: bool = False,
-                 if_none_match: bool = False) -> tuple[int, int]:
-        del link  # a bucket holds copies
+                 if_none_match: bool = False, crc: bool = True,
+                 throttle: Throttle | None = None) -> tuple[int, int]:
+        del link, crc  # a bucket holds copies; the bytes are read anyway: always checksummed
         total = Path(path).stat().st_size if size is None else size
+        if throttle is not None:
+            throttle.take(total)
         if total <= MULTIPART_THRESHOLD:
             with Path(path).open("rb") as f:
                 data = f.read(total)
@@ -381,15 +437,43 @@ class S3Store:
         except Exception as exc:  # a connection cut mid-body
             raise self._error(exc, key) from exc
 
-    def get_file(self, key: str, path: Path) -> None:
+    def get_file(self, key: str, path: Path, *, crc: bool = True) -> tuple[int, int]:
+        del crc  # the bytes pass through here: always checksummed
         r = self._call(key, self._client.get_object, Key=self._key(key))
+        crc = size = 0
         try:
-            with Path(path).open("wb") as out:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
                 for buf in r["Body"].iter_chunks(_READ_CHUNK):
-                    out.write(buf)
+                    write_all(fd, buf)
+                    crc = crc32c_extend(crc, buf)
+                    size += len(buf)
+                fsync_fd(fd)
+            finally:
+                os.close(fd)
         except OSError:
             raise
         except Exception as exc:
+            raise self._error(exc, key) from exc
+        return crc, size
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        if end <= start:
+            return b""
+        from botocore.exceptions import ClientError  # noqa: PLC0415
+
+        try:
+            r = self._client.get_object(Bucket=self.bucket, Key=self._key(key),
+                                        Range=f"bytes={start}-{end - 1}")
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "InvalidRange":
+                return b""  # the range starts at or past the end (S3 answers 416)
+            raise self._error(exc, key) from exc
+        except Exception as exc:
+            raise self._error(exc, key) from exc
+        try:
+            return bytes(r["Body"].read())
+        except Exception as exc:  # a connection cut mid-body
             raise self._error(exc, key) from exc
 
     def head(self, key: str) -> str | None:
