@@ -12,12 +12,32 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = ["ManagedProcess", "Process"]
 
 STOP_TIMEOUT_S = 10.0
+
+
+def wait_stopped(pid: int, timeout: float = STOP_TIMEOUT_S) -> None:
+    """Block until every thread of ``pid`` is in the stopped state (``T`` in
+    ``/proc/PID/task/*/stat``), or the process is gone."""
+    deadline = time.monotonic() + timeout
+    tasks = Path(f"/proc/{pid}/task")
+    while True:
+        try:
+            states = [(t / "stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+                      for t in tasks.iterdir()]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return
+        if all(s in (b"T", b"t", b"Z", b"X") for s in states):
+            return
+        if time.monotonic() > deadline:
+            msg = f"process {pid} did not stop within {timeout} s (thread states {states})"
+            raise TimeoutError(msg)
+        time.sleep(0.001)
 
 
 class ManagedProcess:
@@ -59,8 +79,13 @@ class ManagedProcess:
 
     def pause(self) -> None:
         """SIGSTOP: the process keeps its sockets and answers nothing (a long GC pause,
-        a VM freeze: the zombie-leader case)."""
+        a VM freeze: the zombie-leader case). Returns once every thread of the process
+        is stopped: the signal is delivered asynchronously, and a process running on
+        another core could otherwise still answer a request sent right after."""
         self._signal(signal.SIGSTOP)
+        if self.running:
+            assert self.proc is not None
+            wait_stopped(self.proc.pid)
 
     def resume(self) -> None:
         """SIGCONT after :meth:`pause`."""
