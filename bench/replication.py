@@ -44,6 +44,7 @@ import contextlib
 import csv
 import io
 import json
+import os
 import random
 import shutil
 import statistics
@@ -125,6 +126,59 @@ def _toml(root: Path) -> Path:
     return path
 
 
+# -- where the CPU goes ----------------------------------------------------------------------
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of a live process (0 if it is gone)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
+
+
+class CpuMeter:
+    """CPU seconds per role over one load: the leader, the followers, etcd, and the load
+    generator (this process's threads plus waited children: redis-benchmark). Divided by
+    the wall time it is cores in use; divided by the operations, CPU per operation."""
+
+    def __init__(self, dep: Deployment) -> None:
+        self.dep = dep
+
+    def _roles(self) -> dict[str, float]:
+        leader = self.dep.leader
+        followers = [n for n in self.dep.nodes if n is not leader]
+        etcd = self.dep.etcd.members if self.dep.etcd is not None else []
+        t = os.times()
+        return {"leader": _proc_cpu_s(leader.proc.pid if leader.proc else None),
+                "followers": sum(_proc_cpu_s(n.proc.pid if n.proc else None) for n in followers),
+                "etcd": sum(_proc_cpu_s(m.proc.pid if m.proc else None) for m in etcd),
+                "client": t.user + t.system + t.children_user + t.children_system}
+
+    def __enter__(self) -> CpuMeter:
+        self.t0, self.before = time.monotonic(), self._roles()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall = time.monotonic() - self.t0
+        after = self._roles()
+        self.cores = {k: round((after[k] - self.before[k]) / wall, 3) for k in after}
+        self.cores["total"] = round(sum(self.cores.values()), 3)
+
+    def attach(self, cell: dict[str, Any]) -> dict[str, Any]:
+        """Add ``cpu_cores`` (per role) and ``cpu_us_per_op`` (per role, over the cell's
+        throughput) to ``cell``."""
+        cell["cpu_cores"] = self.cores
+        rate = cell["ops_per_s"]
+        cell["cpu_us_per_op"] = {k: round(1e6 * v / rate, 2) if rate else None
+                                 for k, v in self.cores.items()}
+        return cell
+
+
 # -- the loads ----------------------------------------------------------------------------
 def resp_load(node: ServerNode, requests: int) -> dict[str, Any]:
     cmd = ["redis-benchmark", "-h", node.host, "-p", str(node.ports["resp"]), "-t", "set",
@@ -171,8 +225,8 @@ def events_load(node: ServerNode, duration: float, writers: int = 16, batch: int
             "n": len(lat), "writers": writers, "batch": batch}
 
 
-def docs_load(node: ServerNode, leader_key: str, duration: float, threads: int = 8,
-              records: int = 1000) -> dict[str, Any]:
+def docs_records(node: ServerNode, leader_key: str, records: int = 1000) -> dict[str, Any]:
+    """Insert the records the docs load reads and updates (not measured)."""
     base = node.http_url
     token = httpx.post(f"{base}/api/auth/token", json={"api_key": leader_key},
                        timeout=60).json()["token"]
@@ -181,6 +235,13 @@ def docs_load(node: ServerNode, leader_key: str, duration: float, threads: int =
     with httpx.Client(headers=hdr, timeout=60) as c:
         ids = [c.post(f"{base}/api/insert/usertable", json=record).json()["id"]
                for _ in range(records)]
+    return {"base": base, "headers": hdr, "ids": ids}
+
+
+def docs_load(setup: dict[str, Any], duration: float,
+              threads: int = 8) -> dict[str, Any]:
+    base, hdr, ids = setup["base"], setup["headers"], setup["ids"]
+    records = len(ids)
     stop = time.monotonic() + duration
     lat: list[int] = []
     counts = [0] * threads
@@ -333,13 +394,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         probe = threading.Thread(target=_probe_into,
                                                  args=(samples, leader, follower, stop))
                         probe.start()
-                    cells = {"resp": resp_load(leader, args.requests)}
+                    with CpuMeter(dep) as cpu:
+                        cell = resp_load(leader, args.requests)
+                    cells = {"resp": cpu.attach(cell)}
                     if probe is not None:
                         stop.set()
                         probe.join()
                         result["lag"].setdefault("samples_s", []).extend(samples)
-                    cells["events"] = events_load(leader, args.duration)
-                    cells["docs"] = docs_load(leader, admin, args.duration)
+                    with CpuMeter(dep) as cpu:
+                        cell = events_load(leader, args.duration)
+                    cells["events"] = cpu.attach(cell)
+                    docs_setup = docs_records(leader, admin)
+                    with CpuMeter(dep) as cpu:
+                        cell = docs_load(docs_setup, args.duration)
+                    cells["docs"] = cpu.attach(cell)
                 finally:
                     dep.stop()
             for face, cell in cells.items():
@@ -374,6 +442,7 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
             rows.append({"face": face, "config": config, "ops_per_s": rate,
                          "ratio_to_single": round(ratio, 3) if ratio else None,
                          "p50_ms": mid.get("p50_ms"), "p99_ms": mid.get("p99_ms"),
+                         "cpu_cores": mid.get("cpu_cores"), "cpu_us_per_op": mid.get("cpu_us_per_op"),
                          "target": 0.6 if config in ("sync1", "sync1-3n") else None,
                          "meets": (ratio >= 0.6) if config in ("sync1", "sync1-3n") and ratio else None})
     return rows
@@ -392,6 +461,18 @@ def markdown(result: dict[str, Any]) -> str:
         target = "" if r["target"] is None else f">= {r['target']} {'met' if r['meets'] else 'MISSED'}"
         lines.append(f"| {r['face']} | {r['config']} | {o['median']:,.0f} ({o['min']:,.0f}-{o['max']:,.0f}) "
                      f"| {r['ratio_to_single'] or '-'} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {target} |")
+    if any(r.get("cpu_us_per_op") for r in result["summary"]):
+        lines += ["", "Where the CPU goes (the median cell of each row): CPU per operation in "
+                      "microseconds by role, and cores in use in total (of 2). The client is the "
+                      "load generator (redis-benchmark, or this script's threads).", "",
+                  "| face | config | leader us/op | followers us/op | etcd us/op | client us/op "
+                  "| all us/op | cores in use |", "|---|---|---|---|---|---|---|---|"]
+        for r in result["summary"]:
+            u, c = r.get("cpu_us_per_op"), r.get("cpu_cores")
+            if not u or not c:
+                continue
+            lines.append(f"| {r['face']} | {r['config']} | {u['leader']} | {u['followers']} | "
+                         f"{u['etcd']} | {u['client']} | {u['total']} | {c['total']} |")
     lag = result.get("lag") or {}
     if lag.get("n"):
         lines += ["", f"Asynchronous follower lag (sync0, under the resp load): p50 "

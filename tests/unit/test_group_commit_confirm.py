@@ -1,10 +1,13 @@
 """The group commit's confirmation step (a cluster leader waits for its followers there):
 a round that is not confirmed fails its own waiters with the confirmation's error, without
-poisoning the store, and later rounds are acknowledged again once confirmed."""
+poisoning the store, and later rounds are acknowledged again once confirmed; while one
+round awaits its confirmation the next one is written (the two overlap)."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -14,18 +17,35 @@ from tuffdb.errors import NotEnoughReplicasError
 
 
 class Gate:
-    """A confirmation step that fails while ``refuse`` is set and counts its calls."""
+    """A confirmation step that fails while ``refuse`` is set and counts its calls; with
+    ``hold`` set it keeps the callbacks until :meth:`release` (followers that are slow)."""
 
     def __init__(self) -> None:
         self.refuse = False
+        self.hold = False
         self.calls = 0
-        self.lock = threading.Lock()
+        self.held: list[Callable[[BaseException | None], None]] = []
+        self.lock = threading.Condition()
 
-    def __call__(self) -> None:
+    def __call__(self, done: Callable[[BaseException | None], None]) -> None:
         with self.lock:
             self.calls += 1
-        if self.refuse:
-            raise NotEnoughReplicasError("not enough followers confirmed the write")
+            self.lock.notify_all()
+            if self.hold:
+                self.held.append(done)
+                return
+        done(NotEnoughReplicasError("not enough followers confirmed the write")
+             if self.refuse else None)
+
+    def wait_calls(self, n: int) -> None:
+        with self.lock:
+            assert self.lock.wait_for(lambda: self.calls >= n, timeout=60), self.calls
+
+    def release(self) -> None:
+        with self.lock:
+            held, self.held, self.hold = self.held, [], False
+        for done in held:
+            done(None)
 
 
 def test_an_unconfirmed_round_fails_its_waiters_and_leaves_the_store_writable(
@@ -73,5 +93,42 @@ def test_waiters_of_a_failed_round_learn_it_even_after_later_rounds(tmp_path: Pa
         with pytest.raises(NotEnoughReplicasError):
             store.when_durable(ticket).result(timeout=60)  # the failed one still says so
     finally:
+        store._committer.confirm = None
+        store.close()
+
+
+def test_the_next_round_is_written_while_one_awaits_its_followers(tmp_path: Path) -> None:
+    store = KVStore.open(tmp_path / "kv", durability="interval", interval_ms=60_000)
+    gate = Gate()
+    store._committer.confirm = gate
+    try:
+        gate.hold = True
+        store.put(b"a", b"1")
+        first: Future[None] = store.when_durable(store.write_ticket())
+        gate.wait_calls(1)
+        store.put(b"b", b"2")
+        second: Future[None] = store.when_durable(store.write_ticket())
+        gate.wait_calls(2)  # written and fsynced while the first still awaits confirmation
+        assert not first.done() and not second.done(), "acknowledged before confirmed"
+        gate.release()
+        first.result(timeout=60)
+        second.result(timeout=60)
+        waiter_done = threading.Event()
+        gate.hold = True
+        store.put(b"c", b"3", sync=False)
+
+        def wait() -> None:
+            store.wait_durable(store.write_ticket())
+            waiter_done.set()
+
+        t = threading.Thread(target=wait)
+        t.start()
+        gate.wait_calls(3)
+        assert not waiter_done.is_set(), "a thread waiter returned before its confirmation"
+        gate.release()
+        t.join(60)
+        assert waiter_done.is_set()
+    finally:
+        gate.release()
         store._committer.confirm = None
         store.close()

@@ -48,7 +48,7 @@ def lead(stores: Stores, required: int, timeout_s: float = 2.0) -> tuple[Sequenc
     for name, store, committer_of in (("kv", stores.kv, stores.kv),
                                       ("documents", stores.db.kv, stores.db.kv)):
         store.round_tap = seq.tap(name)
-        committer_of._committer.confirm = seq.confirm(name)
+        committer_of._committer.confirm = seq.confirm_later(name)
     stores.events.set_replication_hooks(seq.tap("events"), seq.confirm_later("events"))
     server = ReplicationServer(host="127.0.0.1", port=0, cluster="c", node="n1", sequencer=seq,
                                history=lambda: [[7, 1]], snapshot=None)

@@ -90,7 +90,6 @@ class Attached:
     store: Any
     applier: Applier
     on_promote: Callable[[], None] | None = None
-    asynchronous: bool = False  # its confirm hook takes a callback (the event store's)
 
 
 class Node:
@@ -511,8 +510,7 @@ class Node:
         seq.adopt(rounds)
         self.sequencer = seq
         for s in self.stores.values():
-            confirm = seq.confirm_later(s.name) if s.asynchronous else seq.confirm(s.name)
-            s.store.set_replication_hooks(seq.tap(s.name), confirm)
+            s.store.set_replication_hooks(seq.tap(s.name), seq.confirm_later(s.name))
         self.server = ReplicationServer(
             host=self.config.host, port=self.config.replication_port, cluster=self.cluster,
             node=self.node_id, sequencer=seq, history=lambda: self.state.history,

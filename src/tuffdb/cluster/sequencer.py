@@ -6,8 +6,9 @@ event store) reaches :meth:`Sequencer.tap` from the thread that committed it, af
 fsync and before its writers are answered. The tap gives it the next **LSN** (one counter
 per node over all stores, so "furthest ahead" is one number and a follower's
 acknowledgement of LSN *n* covers every earlier round of every store) and keeps it in a
-bounded ring for the followers' senders. Then :meth:`Sequencer.confirm` blocks that thread
-until the round may be acknowledged:
+bounded ring for the followers' senders. Then :meth:`Sequencer.confirm_later` registers a
+callback, called (in LSN order, on one confirmer thread) once the round may be
+acknowledged, so the store writes its next round meanwhile:
 
 - this node still holds a valid leader lease (:class:`Lease`: the deadline is the
   moment the last successful renewal was *sent* plus the TTL minus a margin, on the
@@ -121,17 +122,8 @@ class Sequencer:
                 if rnd.lsn <= self.last_lsn and (not self._ring or rnd.lsn > self._ring[-1].lsn):
                     self._keep(rnd)
 
-    def confirm(self, store: str) -> Callable[[], None]:
-        """The ``confirm`` step to install on store ``store``."""
-
-        def confirm() -> None:
-            self.wait_confirmed(self._store_lsn.get(store, 0))
-
-        return confirm
-
     def confirm_later(self, store: str) -> Callable[[Callable[[BaseException | None], None]], None]:
-        """The asynchronous ``confirm`` for store ``store`` (the event writer's): it
-        registers a callback for the round just tapped and returns at once, so the store
+        """The ``confirm`` hook to install on store ``store``: it registers a callback for the round just tapped and returns at once, so the store
         can write its next round while this one waits for followers. Callbacks run in LSN
         order on one confirmer thread, with None or the reason the round is refused."""
 

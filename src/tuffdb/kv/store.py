@@ -390,11 +390,12 @@ class KVStore(MutableMapping[bytes, bytes]):
         if sync or (sync is None and self._durability == "always"):
             self._wait(ticket)
 
-    def set_replication_hooks(self, tap: Callable[[list[tuple[str, int, bytes]]], None] | None,
-                              confirm: Callable[[], None] | None) -> None:
+    def set_replication_hooks(
+            self, tap: Callable[[list[tuple[str, int, bytes]]], None] | None,
+            confirm: Callable[[Callable[[BaseException | None], None]], None] | None) -> None:
         """Install (or with None, remove) a cluster leader's hooks: ``tap`` gets every
-        durable round's frames, ``confirm`` blocks until followers confirmed them before
-        the round's writers are answered (``GroupCommitter.confirm``)."""
+        durable round's frames, ``confirm(callback)`` calls back once followers confirmed
+        them; the round's writers are answered then (``GroupCommitter.confirm``)."""
         self.round_tap = tap
         self._committer.confirm = confirm
 

@@ -15,12 +15,16 @@ IMPORTANT: a failed write or fsync poisons the store; waiters of that round and 
 later one get PoisonedError, never a false acknowledgement.
 
 Replication (a cluster leader, ``cluster/``) sets :attr:`GroupCommitter.confirm`: called
-after a round's write and fsync and before its waiters are released, it blocks until
-enough followers hold everything written so far. When it raises, that round's waiters
-get its error (``NotEnoughReplicasError``: the write is durable here but not confirmed,
-so it is not acknowledged) and the store is *not* poisoned: local data is intact and the
-next round may be confirmed again. While ``confirm`` is set no round is split
-(:meth:`begin_round` returns None): confirmation is a blocking wait, not a loop's.
+after a round's write and fsync with a callback, it returns at once and calls the
+callback (in round order, on another thread) once enough followers hold everything
+written so far; only then are the round's waiters released. The committer meanwhile
+writes and fsyncs the next round, so the followers' round trip overlaps the leader's
+next fsync instead of following it (rounds stay full: a blocking confirm made each
+round wait for the previous one's followers first, measured in bench/replication.py).
+When the callback gets an error, that round's waiters get it (``NotEnoughReplicasError``:
+the write is durable here but not confirmed, so it is not acknowledged) and the store is
+*not* poisoned: local data is intact and the next round may be confirmed again. While
+``confirm`` is set no round is split (:meth:`begin_round` returns None).
 """
 
 from __future__ import annotations
@@ -76,7 +80,7 @@ class GroupCommitter:
         # round number -> why it was not confirmed (see the module docstring); kept for the
         # waiters that look after the round ended, the newest MAX_FAILED_ROUNDS of them.
         self._failed: dict[int, BaseException] = {}
-        self.confirm: Callable[[], None] | None = None
+        self.confirm: Callable[[Callable[[BaseException | None], None]], None] | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -102,8 +106,12 @@ class GroupCommitter:
         """
         while True:
             with self._cv:
-                while self._durable < ticket and self._leading:
+                # (With ``confirm`` a round may be written and await its followers: a
+                # ticket whose round started waits for it rather than run another.)
+                while self._durable < ticket and (self._leading or self._started >= ticket):
                     self._poison.check()
+                    if self._closing and not self._thread.is_alive():
+                        raise ClosedError("the store closed before this write was confirmed")
                     self._cv.wait()
                 if self._durable >= ticket:
                     failed = self._failed.get(ticket)
@@ -236,6 +244,8 @@ class GroupCommitter:
             self._work.notify()
             self._cv.notify_all()
         self._thread.join()
+        with self._cv:  # waiters of a round still awaiting confirmation see the close
+            self._cv.notify_all()
 
     # -- committer thread ------------------------------------------------------------------
     def _poison_error(self) -> BaseException:
@@ -293,13 +303,14 @@ class GroupCommitter:
             self._fail_remaining()
             return
         confirm = self.confirm
-        if confirm is not None:
-            try:
-                confirm()
-            except Exception as exc:  # noqa: BLE001 - not confirmed: this round fails
-                self._mark_durable(number, records, failed=exc)
-                return
-        self._mark_durable(number, records)
+        if confirm is None:
+            self._mark_durable(number, records)
+            return
+
+        def confirmed(failed: BaseException | None) -> None:
+            self._mark_durable(number, records, failed)
+
+        confirm(confirmed)
 
     def _mark_durable(self, number: int, records: int,
                       failed: BaseException | None = None) -> None:
@@ -308,7 +319,7 @@ class GroupCommitter:
         if records:
             metrics.GROUP_SIZE.observe(records)
         with self._cv:
-            self._durable = number
+            self._durable = max(self._durable, number)
             if failed is not None:
                 self._failed[number] = failed
                 if len(self._failed) > MAX_FAILED_ROUNDS:

@@ -65,8 +65,7 @@ class UmaDBFace:
             from tuffdb.cluster.appliers import EventsApplier  # noqa: PLC0415 (in a cluster)
             from tuffdb.cluster.node import Attached  # noqa: PLC0415
 
-            self.node.attach(Attached("events", self.store, EventsApplier(self.store),
-                                      asynchronous=True))
+            self.node.attach(Attached("events", self.store, EventsApplier(self.store)))
             self.node.forward_handlers["events.append"] = self._forwarded_append
         self.host = host
         self.port = port
