@@ -211,8 +211,13 @@ class Harness:
             counts = Counter((o.f, o.outcome) for o in self.history.operations())
             errors = Counter((o.f, (o.error or "")[:50]) for o in self.history.operations()[-300:]
                              if o.outcome != "ok")
+            logs = {node.node_id: {"exit": node.proc.poll() if node.proc else None,
+                                   "log": [(e.get("event"), e.get("level"), e.get("error") or
+                                            e.get("reason") or e.get("raw"))
+                                           for e in node.drain()[-8:]]}
+                    for node in self.nodes}
             raise AssertionError(f"{exc}; nodes: {self.roles()}; outcomes: {dict(counts)}; "
-                                 f"recent errors: {dict(errors)}") from None
+                                 f"recent errors: {dict(errors)}; node logs: {logs}") from None
 
     def roles(self) -> dict[str, Any]:
         out = {}

@@ -19,7 +19,9 @@ the leader key. One control thread renews it every third of the TTL and runs the
   elect another. A leader key that is gone or holds another epoch makes it step down.
 - **follower**: tails the leader named by the key (:mod:`tuffdb.cluster.follower`).
   When the key is gone, it stops tailing (its LSN is then final), publishes it, and
-  campaigns if it is the eligible member furthest ahead: with ``sync_replicas`` >= 1 only
+  campaigns if it is the eligible member furthest ahead, judged once every eligible rival
+  is a candidate too (its published LSN final) or two TTLs have passed: with
+  ``sync_replicas`` >= 1 only
   the last leader and the members of the last ``sync`` set are eligible (Patroni's
   synchronous mode), so a new leader holds every acknowledged write. The campaign is one
   etcd transaction: create ``leader`` if absent, under its lease.
@@ -476,9 +478,17 @@ class Node:
         mine = self.state.lsn
         rivals = [(int(m.get("lsn", 0)), node) for node, m in self.members.items()
                   if node in eligible and node != self.node_id]
+        waited = now - self._no_leader_since
+        # A rival's published LSN is final only once it is a candidate too (it stopped
+        # applying): before that it may hold rounds it acknowledged after publishing, and
+        # winning over it would give up writes the old leader acknowledged.
+        unsettled = [node for node, m in self.members.items()
+                     if node in eligible and node != self.node_id
+                     and m.get("role") != "candidate"]
+        if unsettled and waited < 2 * self.ttl:
+            return
         # Furthest ahead wins; on a tie the smaller node id.
         better = [r for r in rivals if r[0] > mine or (r[0] == mine and r[1] < self.node_id)]
-        waited = now - self._no_leader_since
         if better and waited < 2 * self.ttl:
             return  # give the one ahead time to win (a dead one's member key expires)
         if any(r[0] > mine for r in rivals):
