@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tuffdb import KVStore
-from tuffdb.errors import NotEnoughReplicasError
+from tuffdb.errors import NotEnoughReplicasError, NotLeaderError
 
 
 class Gate:
@@ -131,4 +131,34 @@ def test_the_next_round_is_written_while_one_awaits_its_followers(tmp_path: Path
     finally:
         gate.release()
         store._committer.confirm = None
+        store.close()
+
+
+def test_stepping_down_acknowledges_nothing_that_followers_did_not_confirm(
+        tmp_path: Path) -> None:
+    store = KVStore.open(tmp_path / "kv", durability="interval", interval_ms=60_000)
+    gate = Gate()
+    store.set_replication_hooks(None, gate)
+    try:
+        gate.hold = True
+        store.put(b"a", b"1")
+        pending: Future[None] = store.when_durable(store.write_ticket())
+        gate.wait_calls(1)  # round 1 awaits its followers
+        store.put(b"b", b"2", sync=False)  # buffered while rounds still need confirmation
+        store.set_replication_hooks(None, None)  # the node steps down
+        buffered: Future[None] = store.when_durable(store.write_ticket())
+        assert not pending.done() and not buffered.done(), (
+            "a round done locally released writes still awaiting confirmation")
+        with gate.lock:
+            held, gate.held, gate.hold = gate.held, [], False
+        for done in held:  # the sequencer, closed, refuses what was pending
+            done(NotLeaderError("stepped down"))
+        with pytest.raises(NotLeaderError):
+            pending.result(timeout=60)
+        with pytest.raises(NotLeaderError):
+            buffered.result(timeout=60)
+        store.put(b"c", b"3", sync=False)  # a write after stepping down (a follower's)
+        store.when_durable(store.write_ticket()).result(timeout=60)  # durable here: enough
+    finally:
+        gate.release()
         store.close()

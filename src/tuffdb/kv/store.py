@@ -41,6 +41,7 @@ from tuffdb.errors import (
     ClosedError,
     CorruptionError,
     LimitExceeded,
+    NotLeaderError,
     NotFoundError,
     ProgrammingError,
 )
@@ -397,7 +398,12 @@ class KVStore(MutableMapping[bytes, bytes]):
         durable round's frames, ``confirm(callback)`` calls back once followers confirmed
         them; the round's writers are answered then (``GroupCommitter.confirm``)."""
         self.round_tap = tap
-        self._committer.confirm = confirm
+        if confirm is None:
+            self._committer.stop_confirming(NotLeaderError(
+                "this node stepped down before followers confirmed the write: it is not "
+                "acknowledged; retry against the new leader"))
+        else:
+            self._committer.confirm = confirm
 
     def replica_apply(self, frames: bytes, where: str = "replicated log bytes") -> int:
         """Apply a leader's committed log frames (a cluster follower; ``cluster/``).

@@ -80,6 +80,10 @@ class GroupCommitter:
         # round number -> why it was not confirmed (see the module docstring); kept for the
         # waiters that look after the round ended, the newest MAX_FAILED_ROUNDS of them.
         self._failed: dict[int, BaseException] = {}
+        self._awaiting = 0  # rounds handed to ``confirm`` and not yet called back
+        self._held: list[tuple[int, int]] = []  # rounds done locally while some await
+        self._refuse_through = 0  # rounds up to this carry writes made under ``confirm``
+        self._refusal: BaseException | None = None
         self.confirm: Callable[[Callable[[BaseException | None], None]], None] | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -143,7 +147,8 @@ class GroupCommitter:
         ``settle()`` finishes the fsync and calls end_round synchronously: :meth:`close`
         calls it when the round is still open (close from the thread that began it).
         """
-        if self._stage is None or self.confirm is not None:
+        if (self._stage is None or self.confirm is not None or self._awaiting
+                or self._started < self._refuse_through):
             return None
         with self._cv:
             if self._leading or self._closing:
@@ -304,13 +309,45 @@ class GroupCommitter:
             return
         confirm = self.confirm
         if confirm is None:
-            self._mark_durable(number, records)
+            with self._cv:
+                if self._awaiting:  # earlier rounds await followers: settle after them
+                    self._held.append((number, records))
+                    return
+            self._settle_local(number, records)
             return
+        with self._cv:
+            self._awaiting += 1
 
         def confirmed(failed: BaseException | None) -> None:
             self._mark_durable(number, records, failed)
+            with self._cv:
+                self._awaiting -= 1
+                held, self._held = (self._held, []) if not self._awaiting else ([], self._held)
+            for n, r in held:
+                self._settle_local(n, r)
 
         confirm(confirmed)
+
+    def _settle_local(self, number: int, records: int) -> None:
+        """A round that needs no confirmation: durable, unless it carries writes made while
+        rounds needed one (:meth:`stop_confirming`), which are refused."""
+        refused = self._refusal if number <= self._refuse_through else None
+        self._mark_durable(number, records, refused)
+
+    def stop_confirming(self, error: BaseException) -> None:
+        """Rounds stop needing confirmation (a cluster leader stepped down). Every write
+        made so far was made under it: the rounds that carry them and are not confirmed
+        yet fail with ``error`` (their callbacks will say so; the rounds after them wait
+        for that, so none is acknowledged out of order), and so does the round that
+        carries what is buffered now. Writes after this call are durable once fsynced."""
+        with self._store_lock:
+            fence = self._started + 1
+        with self._cv:
+            if self.confirm is None:
+                return
+            self.confirm = None
+            self._refuse_through = fence
+            self._refusal = error
 
     def _mark_durable(self, number: int, records: int,
                       failed: BaseException | None = None) -> None:
