@@ -162,3 +162,41 @@ def test_stepping_down_acknowledges_nothing_that_followers_did_not_confirm(
     finally:
         gate.release()
         store.close()
+
+
+def test_a_stepped_down_event_store_refuses_appends_submitted_while_it_led(
+        tmp_path: Path) -> None:
+    from tuffdb.events import EventStore
+    from tuffdb.events import codec as ecodec
+    from tuffdb.events.api import Event
+
+    def deferred(store: EventStore, name: str) -> Future[int]:
+        tails, types, tags, uuids = ecodec.encode_events([Event(type=name, data=b"x", tags=[name])], b"")
+        return store.submit_encoded(tails, types, tags, uuids, defer=True)  # type: ignore[return-value]
+
+    store = EventStore.open(tmp_path / "events")
+    gate = Gate()
+    store.set_replication_hooks(lambda parts: None, gate)
+    try:
+        gate.hold = True
+        first = deferred(store, "first")
+        store.commit_deferred()  # written, awaiting its followers
+        gate.wait_calls(1)
+        queued = deferred(store, "queued")  # routed here while leading, not yet committed
+        store.set_replication_hooks(None, None)  # the node steps down
+        store.commit_deferred()
+        with pytest.raises(NotLeaderError):
+            queued.result()
+        with gate.lock:
+            held, gate.held, gate.hold = gate.held, [], False
+        for done in held:
+            done(NotLeaderError("stepped down"))
+        with pytest.raises(NotLeaderError):
+            first.result()
+        later = deferred(store, "later")  # after the step-down: commits as usual
+        store.commit_deferred()
+        assert later.result() >= 1
+        names = [e.event.type for e in store.read()]
+        assert "queued" not in names, "a refused append was written"
+    finally:
+        store.close()

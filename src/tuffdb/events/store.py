@@ -27,7 +27,7 @@ import numpy as np
 
 from tuffdb._format.record import FRAME, FRAME_SIZE, Frame, scan_frames
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE
-from tuffdb.errors import ClosedError, CorruptionError, ProgrammingError
+from tuffdb.errors import ClosedError, CorruptionError, NotLeaderError, ProgrammingError
 from tuffdb.events import codec, sealed_index
 from tuffdb.events.api import (
     AppendCondition,
@@ -44,7 +44,14 @@ from tuffdb.events.shipping_source import INDEX_DIR, LOG_DIR, EventsSource
 from tuffdb.events.subscription import Subscription
 from tuffdb.events.tag_index import TagIndex
 from tuffdb.events.type_column import TypeColumn
-from tuffdb.events.writer import MAX_BATCH_BYTES, MAX_BATCH_EVENTS, AppendRequest, Settled, Writer
+from tuffdb.events.writer import (
+    MAX_BATCH_BYTES,
+    MAX_BATCH_EVENTS,
+    REQUEST_SEQ,
+    AppendRequest,
+    Settled,
+    Writer,
+)
 from tuffdb.storage.codec import Codec
 from tuffdb.storage.lock import DirLock
 from tuffdb.storage.poison import Poison
@@ -110,6 +117,9 @@ class EventStore:
         # events are in the log and published). The writer writes on meanwhile.
         self.round_tap: Callable[[list[tuple[str, int, bytes]]], None] | None = None
         self.confirm: Callable[[Callable[[BaseException | None], None]], None] | None = None
+        # After a step-down: appends submitted before ``_refuse_below`` are refused.
+        self._refuse_below = 0
+        self._refusal: BaseException | None = None
         self._written = 0  # the last position in the log (>= _head, the published one)
         self.sealed_from_memory = 0
         # The log-shipping seam (backup, archiving, replication): reported to after each
@@ -341,7 +351,17 @@ class EventStore:
     def set_replication_hooks(
             self, tap: Callable[[list[tuple[str, int, bytes]]], None] | None,
             confirm: Callable[[Callable[[BaseException | None], None]], None] | None) -> None:
-        """Install (or with None, remove) a cluster leader's hooks (see ``round_tap``)."""
+        """Install (or with None, remove) a cluster leader's hooks (see ``round_tap``).
+
+        Removing them (the node stepped down) fences what was submitted so far: those
+        appends were routed here while this node led, and committed now they would be
+        answered without a follower's confirmation, so the writer refuses them
+        (``NotLeaderError``, nothing written). Later appends commit as usual."""
+        if confirm is None and self.confirm is not None:
+            self._refuse_below = next(REQUEST_SEQ)
+            self._refusal = NotLeaderError(
+                "this node stepped down before the append was committed: it is not "
+                "written; retry against the new leader")
         self.round_tap = tap
         self.confirm = confirm
 
