@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 from tuffdb import KVStore
+from tuffdb.events import EventStore
+from tuffdb.events import codec as ecodec
+from tuffdb.events.api import Event
 from tuffdb.errors import NotEnoughReplicasError, NotLeaderError
 
 
@@ -166,10 +169,6 @@ def test_stepping_down_acknowledges_nothing_that_followers_did_not_confirm(
 
 def test_a_stepped_down_event_store_refuses_appends_submitted_while_it_led(
         tmp_path: Path) -> None:
-    from tuffdb.events import EventStore
-    from tuffdb.events import codec as ecodec
-    from tuffdb.events.api import Event
-
     def deferred(store: EventStore, name: str) -> Future[int]:
         tails, types, tags, uuids = ecodec.encode_events([Event(type=name, data=b"x", tags=[name])], b"")
         return store.submit_encoded(tails, types, tags, uuids, defer=True)  # type: ignore[return-value]

@@ -96,6 +96,23 @@ def _bad_header(kind: int, flags: int, length: int, room: int) -> str | None:
     return None
 
 
+def _frame_at(buf: bytes | mmap.mmap, pos: int, end: int) -> tuple[str | None, int, int, bytes]:
+    """The frame at ``buf[pos:]`` (not past ``end``): ``(None, kind, flags, payload)``, or
+    ``(why it is invalid, 0, 0, b"")``. The one check :func:`scan_frames` and
+    :func:`check_frames` make of each frame."""
+    if end - pos < FRAME_SIZE:
+        return f"torn frame header ({end - pos} of {FRAME_SIZE} bytes)", 0, 0, b""
+    crc, length, kind, flags = FRAME.unpack_from(buf, pos)
+    body = pos + FRAME_SIZE
+    error = _bad_header(kind, flags, length, end - body)
+    if error is not None:
+        return error, 0, 0, b""
+    payload = buf[body : body + length]
+    if crc32c_extend(crc32c(buf[pos + LENGTH_OFFSET : body]), payload) != crc:
+        return "checksum mismatch", 0, 0, b""
+    return None, kind, flags, payload
+
+
 def scan_frames(buf: bytes, start: int = 0, end: int | None = None) -> ScanResult:
     """Decode frames in ``buf[start:end]`` up to the first invalid one (payloads are copies).
 
@@ -107,25 +124,15 @@ def scan_frames(buf: bytes, start: int = 0, end: int | None = None) -> ScanResul
         end = len(mv)
     frames: list[Frame] = []
     append = frames.append
-    unpack = FRAME.unpack_from
     pos = start
     committed = start
     error = None
     while pos < end:
-        if end - pos < FRAME_SIZE:
-            error = f"torn frame header ({end - pos} of {FRAME_SIZE} bytes)"
-            break
-        crc, length, kind, flags = unpack(mv, pos)
-        body = pos + FRAME_SIZE
-        error = _bad_header(kind, flags, length, end - body)
+        error, kind, flags, payload = _frame_at(mv, pos, end)
         if error is not None:
             break
-        payload = mv[body : body + length]
-        if crc32c_extend(crc32c(mv[pos + LENGTH_OFFSET : body]), payload) != crc:
-            error = "checksum mismatch"
-            break
         append(Frame(pos, kind, flags, payload))
-        pos = body + length
+        pos += FRAME_SIZE + len(payload)
         if flags & COMMIT:
             committed = pos
     return ScanResult(frames, pos, committed, error)
@@ -138,23 +145,15 @@ def check_frames(buf: bytes | mmap.mmap, pos: int, stop: int,
     walk stopped early or None, CRC-32C of the valid frames' 10-byte headers extending
     ``digest``: :func:`header_digest`'s value when every frame is valid). Works on an
     mmap without copying it (only each payload, which ``google_crc32c`` needs as bytes)."""
-    unpack = FRAME.unpack_from
     heads = []
     error = None
     while pos < stop:
-        if stop - pos < FRAME_SIZE:
-            error = f"torn frame header ({stop - pos} of {FRAME_SIZE} bytes)"
-            break
-        crc, length, kind, flags = unpack(buf, pos)
-        body = pos + FRAME_SIZE
-        error = _bad_header(kind, flags, length, stop - body)
+        error, _, _, payload = _frame_at(buf, pos, stop)
         if error is not None:
             break
-        if crc32c_extend(crc32c(buf[pos + LENGTH_OFFSET : body]), buf[body : body + length]) != crc:
-            error = "checksum mismatch"
-            break
+        body = pos + FRAME_SIZE
         heads.append(buf[pos:body])
-        pos = body + length
+        pos = body + len(payload)
     return pos, error, crc32c_extend(digest, b"".join(heads))
 
 
