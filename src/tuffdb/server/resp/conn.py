@@ -5,7 +5,7 @@ Lifecycle of a batch (everything the socket delivered in one read):
 1. ``data_received`` feeds the parser and takes every complete command.
 2. Each command runs in order against the store (writes with ``sync=False``); replies
    are collected, not written.
-3. If the batch wrote and ``appendfsync`` is ``always`` (or a command deferred work,
+3. If the batch changed the store and ``appendfsync`` is ``always`` (or a command deferred work,
    e.g. SAVE), the replies wait for the loop pass's fsync round (``srv.rounds``, see
    loop_rounds.py) or the deferred work; bytes arriving meanwhile are buffered (reading
    pauses past ``PAUSE_BUFFERED_SIZE``) and run as the next batch.
@@ -194,6 +194,7 @@ class Conn(asyncio.Protocol):
         """Execute queued commands; a batch stops once its replies pass BATCH_OUTPUT_SIZE,
         so a pipeline of big GETs cannot build gigabytes of replies in one go."""
         self.wrote = False
+        changes = self.store.changes
         execute = self.execute
         queue = self.queue
         out: list[bytes] = []
@@ -228,6 +229,10 @@ class Conn(asyncio.Protocol):
         self.queue = queue[i:] if i < len(queue) else []
         srv = self.srv
         srv.stats["commands"] += i
+        if self.wrote and self.store.changes == changes:
+            # Write commands that changed nothing (SADD of a member already there, a pop
+            # from an empty list) are answered as reads are: after the writes they saw.
+            self.wrote = False
         # A batch that wrote waits for its writes; one that only read waits for the
         # writes it may have seen (no reply shows data a crash could still lose).
         if self.deferred:
