@@ -18,11 +18,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from concurrent.futures import Future
-from itertools import islice
 from pathlib import Path
 from typing import Any, cast
 
-from sortedcontainers import SortedList
 
 from tuffdb import metrics
 from tuffdb._format.kv import (
@@ -49,6 +47,7 @@ from tuffdb.kv import background, recovery
 from tuffdb.kv.check import check_store, store_stats
 from tuffdb.kv.cold import ColdSegment
 from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES, TOMBSTONE, HotSegment
+from tuffdb.kv.ordered import OrderedKeys
 from tuffdb.kv.records import Record, iter_records
 from tuffdb.kv.shipping_source import KVSource
 from tuffdb.storage.codec import Codec
@@ -189,7 +188,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         self._finishing: set[int] = set()
         # Ordered view of the keys, built on the first ordered read and then kept current
         # from ``_touched`` (keys written or deleted since): writers only add to the set.
-        self._ordered: SortedList | None = None
+        self._ordered: OrderedKeys | None = None
         self._touched: set[bytes] = set()
         # Bumped by every write (put, put_many, write_batch, tombstone): a caller compares
         # it before and after some work to learn whether that work changed the store.
@@ -854,7 +853,7 @@ class KVStore(MutableMapping[bytes, bytes]):
                 return v is not TOMBSTONE
         return key in self._keydir
 
-    def _ordered_view(self) -> SortedList:
+    def _ordered_view(self) -> OrderedKeys:
         """The ordered view of the keys, current with every write so far. Hold the lock.
 
         The first call sorts every key once (O(n log n)); later calls first fold in the keys
@@ -866,7 +865,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         if ordered is None:
             # IMPORTANT: publish the (empty) view before the snapshot, so that a write
             # landing after the snapshot is recorded in _touched and folded in below.
-            ordered = self._ordered = SortedList()
+            ordered = self._ordered = OrderedKeys()
             keys = set(self._keydir)
             for d in reversed(self._chain):
                 # d.copy(), not list(d.items()): building the item tuples can run the
@@ -890,16 +889,20 @@ class KVStore(MutableMapping[bytes, bytes]):
         ordered = self._ordered
         if ordered is None:
             return
-        live = self._exists_unlocked
         now = self._now_ms()
-        for k in keys:
-            if live(k, now):
-                if k not in ordered:
-                    ordered.add(k)
+        for k in keys:  # direct calls: native ones in the compiled build
+            if self._exists_unlocked(k, now):
+                ordered.add(k)
             else:
                 ordered.discard(k)
 
-    def _expired_between(self, ordered: SortedList, lo: bytes, hi: bytes | None) -> list[int]:
+    def _fold_chunk_locked(self, limit: int) -> None:
+        """Fold up to ``limit`` touched keys (background.fold_touched). Hold the lock."""
+        touched = self._touched
+        pop = touched.pop  # one atomic step each: writers may add meanwhile
+        self._fold_locked([pop() for _ in range(min(limit, len(touched)))])
+
+    def _expired_between(self, ordered: OrderedKeys, lo: bytes, hi: bytes | None) -> list[int]:
         """Positions in ``ordered`` of keys in [lo, hi) whose TTL has passed (sorted).
 
         They are the keys at the top of the expiry heap, usually few: the background
@@ -956,8 +959,7 @@ class KVStore(MutableMapping[bytes, bytes]):
                     if pos <= lo_i:
                         return []
                     hi = ordered[pos]
-            return list(islice(ordered.irange(lo, hi, inclusive=(True, False), reverse=reverse),
-                               limit))
+            return ordered.between(lo, hi, limit, reverse=reverse)
 
     def _ordered_iter(self, prefix: bytes, start: bytes | None, end: bytes | None, *,
                       reverse: bool = False, skip: int = 0) -> Iterator[bytes]:
