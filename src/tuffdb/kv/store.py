@@ -13,6 +13,7 @@ block cache -> positional read of one checksummed block. Reads take no lock.
 from __future__ import annotations
 
 import heapq
+from itertools import islice
 import threading
 import time
 from collections import OrderedDict
@@ -878,9 +879,7 @@ class KVStore(MutableMapping[bytes, bytes]):
                         keys.add(k)
             ordered.update(keys)
         if self._touched:
-            touched = list(self._touched)  # writers only add, so this is safe to drain
-            self._fold_locked(touched)
-            self._touched.difference_update(touched)
+            self._fold_chunk_locked(len(self._touched))
         return ordered
 
     def _fold_locked(self, keys: list[bytes]) -> None:
@@ -897,10 +896,15 @@ class KVStore(MutableMapping[bytes, bytes]):
                 ordered.discard(k)
 
     def _fold_chunk_locked(self, limit: int) -> None:
-        """Fold up to ``limit`` touched keys (background.fold_touched). Hold the lock."""
+        """Fold up to ``limit`` touched keys (background.fold_touched, ordered reads). Hold
+        the lock."""
         touched = self._touched
-        pop = touched.pop  # one atomic step each: writers may add meanwhile
-        self._fold_locked([pop() for _ in range(min(limit, len(touched)))])
+        # Two C calls, each atomic under the GIL. Writers (put's lock-free path) may add
+        # meanwhile: a key they add after the removal is folded next time, and one they
+        # add before it was written before the fold below reads its state.
+        chunk = list(islice(touched, limit))
+        touched.difference_update(chunk)
+        self._fold_locked(chunk)
 
     def _expired_between(self, ordered: OrderedKeys, lo: bytes, hi: bytes | None) -> list[int]:
         """Positions in ``ordered`` of keys in [lo, hi) whose TTL has passed (sorted).
