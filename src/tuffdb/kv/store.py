@@ -13,7 +13,6 @@ block cache -> positional read of one checksummed block. Reads take no lock.
 from __future__ import annotations
 
 import heapq
-from itertools import islice
 import threading
 import time
 from collections import OrderedDict
@@ -898,13 +897,15 @@ class KVStore(MutableMapping[bytes, bytes]):
     def _fold_chunk_locked(self, limit: int) -> None:
         """Fold up to ``limit`` touched keys (background.fold_touched, ordered reads). Hold
         the lock."""
+        # Popped one at a time: each pop is atomic under the GIL (writers on put's lock-free
+        # path may add meanwhile; a key they add after its pop is folded next time, one
+        # added before was written before the fold below reads its state), and the set's
+        # pop resumes where the last one stopped. (Taking a chunk by iterating from the
+        # table's start instead walks over the slots emptied before: quadratic over a
+        # burst of millions of keys.)
         touched = self._touched
-        # Two C calls, each atomic under the GIL. Writers (put's lock-free path) may add
-        # meanwhile: a key they add after the removal is folded next time, and one they
-        # add before it was written before the fold below reads its state.
-        chunk = list(islice(touched, limit))
-        touched.difference_update(chunk)
-        self._fold_locked(chunk)
+        pop = touched.pop
+        self._fold_locked([pop() for _ in range(min(limit, len(touched)))])
 
     def _expired_between(self, ordered: OrderedKeys, lo: bytes, hi: bytes | None) -> list[int]:
         """Positions in ``ordered`` of keys in [lo, hi) whose TTL has passed (sorted).
