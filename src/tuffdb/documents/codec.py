@@ -61,6 +61,21 @@ def _native_values(values: Iterable[Any]) -> bool:
     return True
 
 
+_VECTOR_FORMATS: dict[int, struct.Struct] = {}  # by length (a few per database)
+
+
+def _vector_bytes(value: Vector) -> bytes:
+    """Little-endian float64s. ``struct`` takes a tuple's floats directly: 6x faster than
+    ``array("d", value)``, which walks a tuple subclass item by item through its parser."""
+    n = len(value)
+    fmt = _VECTOR_FORMATS.get(n)
+    if fmt is None:
+        fmt = struct.Struct(f"<{n}d")
+        if len(_VECTOR_FORMATS) < 64:
+            _VECTOR_FORMATS[n] = fmt
+    return fmt.pack(*value)
+
+
 def to_store(value: Any) -> Any:  # noqa: C901, PLR0911, PLR0912 - type or option dispatch, one case each
     """Turn a typed value into MessagePack-native objects and Ext instances."""
     t = type(value)
@@ -83,7 +98,7 @@ def to_store(value: Any) -> Any:  # noqa: C901, PLR0911, PLR0912 - type or optio
     if t is set or t is frozenset:
         return _Ext(EXT_SET, _ENC.encode([to_store(v) for v in value]))
     if t is Vector:
-        return _Ext(EXT_VECTOR, array("d", value).tobytes())
+        return _Ext(EXT_VECTOR, _vector_bytes(value))
     if t is bytearray:
         return _Ext(EXT_BYTES, bytes(value))
     if t is Number:
@@ -168,6 +183,12 @@ def unpack_record(data: bytes) -> tuple[dict[str, Any], float | None, bool]:
 def pack(value: Any) -> bytes:
     """Encode any typed value (metadata, KV values)."""
     return _ENC.encode(to_store(value))
+
+
+def pack_native(value: Any) -> bytes:
+    """Encode a value made of MessagePack-native objects only (lists of bytes, numbers,
+    None: a write intent's ops), as :func:`pack` would, without its per-item type walk."""
+    return _ENC.encode(value)
 
 
 def unpack(data: bytes) -> Any:

@@ -136,17 +136,27 @@ class VectorEngine:
     def add(self, rid: str, value: object) -> None:
         self.add_many([(rid, value)])
 
-    def add_many(self, items: list[tuple[str, object]]) -> None:
-        """Add or replace a batch (a later entry for an id wins); checked first."""
+    def add_many(self, items: list[tuple[str, object]], data: np.ndarray | None = None) -> None:
+        """Add or replace a batch (a later entry for an id wins); checked first.
+
+        ``data``: the items' vectors already checked and converted, one row per item.
+        """
         batch = {rid: value for rid, value in items}
         if not batch:
             return
-        data = as_vectors(list(batch.values()), self.dimension)
+        if data is None or len(batch) != len(items):
+            data = as_vectors(list(batch.values()), self.dimension)
         rids = list(batch)
         with self.lock:
             self.last_write = time.monotonic()
             self.flat.add_many(rids, data)
-            if self.graph is not None:
+            if self.graph is not None and (self.rid_label.keys().isdisjoint(rids)
+                                           and self.pending.keys().isdisjoint(rids)
+                                           and self.holdout.isdisjoint(rids)):
+                first = len(self.label_rid)  # all new (the usual batch): queued in one step
+                self.label_rid.extend(rids)
+                self.pending.update(zip(rids, range(first, first + len(rids)), strict=True))
+            elif self.graph is not None:
                 held = []
                 for rid in rids:
                     self._retire(rid)

@@ -60,19 +60,26 @@ class FlatIndex:
         if self.metric == "cosine":
             norms = np.linalg.norm(data, axis=1, keepdims=True)
             data = data / np.where(norms > 0, norms, 1.0)
-        rows = np.empty(len(rids), dtype=np.int64)
-        for i, rid in enumerate(rids):
-            row = self.rows.get(rid)
-            if row is None:
-                row = self.rows[rid] = len(self.ids)
-                self.ids.append(rid)
-            rows[i] = row
+        first = len(self.ids)
+        rows: np.ndarray | slice
+        if self.rows.keys().isdisjoint(rids):  # all new (the usual batch): appended rows
+            self.rows.update(zip(rids, range(first, first + len(rids)), strict=True))
+            self.ids.extend(rids)
+            rows = slice(first, len(self.ids))
+        else:
+            rows = np.empty(len(rids), dtype=np.int64)
+            for i, rid in enumerate(rids):
+                row = self.rows.get(rid)
+                if row is None:
+                    row = self.rows[rid] = len(self.ids)
+                    self.ids.append(rid)
+                rows[i] = row
         if len(self.ids) > self.matrix.shape[0]:
             size = max(len(self.ids), 2 * self.matrix.shape[0])
             self.matrix = np.resize(self.matrix, (size, self.dimension))
             self.sq_norms = np.resize(self.sq_norms, size)
         self.matrix[rows] = data  # ids are distinct (the caller keeps the last of each)
-        self.sq_norms[rows] = np.einsum("ij,ij->i", self.matrix[rows], self.matrix[rows])
+        self.sq_norms[rows] = np.einsum("ij,ij->i", data, data)
 
     def vectors(self, rids: list[str]) -> np.ndarray:
         """The stored rows of ``rids`` (normalised for cosine), copied."""
