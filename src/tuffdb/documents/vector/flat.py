@@ -7,6 +7,7 @@ normalised, so a query is one matrix-vector product for every metric.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def _normalised(v: np.ndarray) -> np.ndarray:
-    n = float(np.linalg.norm(v))
+    n = math.sqrt(float(v @ v))
     return v / n if n > 0 else v
 
 
@@ -99,28 +100,47 @@ class FlatIndex:
             self.rows[moved] = row
         self.ids.pop()
 
+    def prepared(self, query: np.ndarray) -> np.ndarray:
+        """A checked query as :meth:`scores` takes it (normalised for cosine)."""
+        return _normalised(query) if self.metric == "cosine" else query
+
     def scores(self, query: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Scores of every row (or of ``rows``) for a :meth:`prepared` query."""
         m = self.matrix[: len(self.ids)] if rows is None else self.matrix[rows]
-        if self.metric == "cosine":
-            return _matvec(m, _normalised(query))
         dots = _matvec(m, query)
-        if self.metric == "dotproduct":
+        if self.metric != "euclidean":
             return dots
         sq = (self.sq_norms[: len(self.ids)] if rows is None else self.sq_norms[rows])
         dist = np.sqrt(np.maximum(sq - 2.0 * dots + float(query @ query), 0.0))
         return np.asarray(1.0 / (1.0 + dist))
 
+    def top(self, query: np.ndarray, k: int, *, allowed: Collection[str] | None = None,
+            above: float | None = None) -> list[tuple[str, float]]:
+        """The ``k`` best ``(id, score)`` for a :meth:`prepared` query, best first;
+        ``allowed``: ids to consider; ``above``: only scores >= it (a cut to beat)."""
+        if not self.ids or k <= 0:
+            return []
+        rows: np.ndarray | None = None
+        if allowed is not None:
+            rows = np.fromiter((self.rows[r] for r in allowed if r in self.rows), dtype=np.int64)
+            if rows.size == 0:
+                return []
+        s = self.scores(query, rows)
+        if above is not None:
+            if float(s.max()) < above:  # the usual case for a small side matrix
+                return []
+            hits = np.flatnonzero(s >= above)
+            picked = hits[top_k(s[hits], k)]
+        else:
+            picked = top_k(s, k)
+        ids = self.ids
+        if rows is not None:
+            return [(ids[r], float(s[i])) for r, i in zip(rows[picked].tolist(), picked.tolist(),
+                                                           strict=True)]
+        return [(ids[i], float(s[i])) for i in picked.tolist()]
+
     def search(self, query: object, k: int, *,
                allowed: Collection[str] | None = None) -> list[tuple[str, float]]:
         """The ``k`` best ``(id, score)`` pairs, best first (``allowed``: ids to consider)."""
         q = as_vector(query, self.dimension, "query vector")
-        if not self.ids or k <= 0:
-            return []
-        if allowed is None:
-            s = self.scores(q)
-            return [(self.ids[i], float(s[i])) for i in top_k(s, k)]
-        rows = np.fromiter((self.rows[r] for r in allowed if r in self.rows), dtype=np.int64)
-        if rows.size == 0:
-            return []
-        s = self.scores(q, rows)
-        return [(self.ids[int(rows[i])], float(s[i])) for i in top_k(s, k)]
+        return self.top(self.prepared(q), k, allowed=allowed)
