@@ -54,7 +54,7 @@ FUZZY_INDEX_DEPTH = 2  # deletion-neighbourhood depth; larger edit budgets walk 
 COMPACT_MIN_DEAD = 1024  # compact once dead slots pass this and outnumber the live ones
 _SLOT_BITS = 32
 _SLOT_MASK = (1 << _SLOT_BITS) - 1
-MERGE_RATIO = 2  # a field's newest segment merges into the one before while that is <= 2x it
+FAN_IN = 8  # a field's last 8 segments merge into one when they hold as many batches each
 CACHE_TERMS = 4096  # (field, term) postings kept assembled between writes
 # term numbers of what is not a term, in a batch's token stream
 _STOP_CODE, _SEP_CODE, _NEW_CODE = -1, -2, -3
@@ -221,9 +221,12 @@ class TextIndex:
             if segments is None:
                 self.postings[name] = segments = []
             segments.append(_segment(keys, tfs))
-            # tiered: merge while the one before is not much larger (O(log n) segments)
-            while len(segments) > 1 and segments[-2].size <= MERGE_RATIO * segments[-1].size:
-                segments[-2:] = [_merge(segments[-2:], self.alive if self.dead else None)]
+            # tiered by batch count: FAN_IN segments of as many batches each become one,
+            # so a posting is merged log_FAN_IN(batches) times and a field holds at most
+            # (FAN_IN - 1) segments per power of FAN_IN
+            while (len(segments) >= FAN_IN
+                   and len({seg.batches for seg in segments[-FAN_IN:]}) == 1):
+                segments[-FAN_IN:] = [_merge(segments[-FAN_IN:], self.alive if self.dead else None)]
 
     def _numbers(self, texts: list[str], language: str) -> np.ndarray:
         """The lowercase tokens of ``texts`` as term numbers, in order: a stop word is
@@ -398,11 +401,12 @@ class _Segment:
     """The postings of one field for a run of batches: term numbers ascending, each with
     its slots (ascending) and frequencies at ``starts[i]:starts[i + 1]``."""
 
-    __slots__ = ("slots", "starts", "terms", "tfs")
+    __slots__ = ("batches", "slots", "starts", "terms", "tfs")
 
     def __init__(self, terms: np.ndarray, starts: np.ndarray, slots: np.ndarray,
-                 tfs: np.ndarray) -> None:
+                 tfs: np.ndarray, batches: int = 1) -> None:
         self.terms, self.starts, self.slots, self.tfs = terms, starts, slots, tfs
+        self.batches = batches  # how many add_many batches it holds (the merge policy)
 
     @property
     def size(self) -> int:
@@ -440,4 +444,6 @@ def _merge(segments: list[_Segment], alive: np.ndarray | None,
         slots = remap[slots]
     keys = (terms << _SLOT_BITS) | slots
     order = np.argsort(keys, kind="stable")
-    return _segment(keys[order], tfs[order])
+    merged = _segment(keys[order], tfs[order])
+    merged.batches = sum(s.batches for s in segments)
+    return merged
