@@ -191,6 +191,9 @@ class KVStore(MutableMapping[bytes, bytes]):
         # from ``_touched`` (keys written or deleted since): writers only add to the set.
         self._ordered: SortedList | None = None
         self._touched: set[bytes] = set()
+        # Bumped by every write (put, put_many, write_batch, tombstone): a caller compares
+        # it before and after some work to learn whether that work changed the store.
+        self.changes = 0
         self._compaction_threshold = compaction_threshold
         self._background_compaction = background_compaction
         self._expiry_interval_s = expiry_interval_s
@@ -305,6 +308,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         if self._ordered is not None:
             self._touched.add(key)
         seg.bytes += size
+        self.changes += 1
         if seg.sealed or seg.bytes >= self._hot_bytes:
             self._put_slow(seg, key, value, ttl)
         if sync is None:
@@ -385,6 +389,7 @@ class KVStore(MutableMapping[bytes, bytes]):
                 seg.bytes += len(k) + len(v) + RECORD_OVERHEAD_BYTES
             if self._ordered is not None:
                 self._touched.update(k for k, _ in norm)
+            self.changes += 1
             if seg.bytes >= self._hot_bytes:
                 self._seal_locked()
             ticket = self._committer.ticket()
@@ -468,6 +473,7 @@ class KVStore(MutableMapping[bytes, bytes]):
                 seg.bytes += len(k) + len(r.value) + RECORD_OVERHEAD_BYTES
             if self._ordered is not None:
                 self._touched.update(r.key for r in records)
+            self.changes += 1
             if seg.bytes >= self._hot_bytes:
                 self._seal_locked()
             return self._committer.ticket()
@@ -561,6 +567,7 @@ class KVStore(MutableMapping[bytes, bytes]):
                         self._clear_expiry(seg, k)
                 added += len(k) + len(v) + RECORD_OVERHEAD_BYTES
             seg.bytes += added
+            self.changes += 1
             if self._ordered is not None:
                 self._touched.update(op[0] for op in norm)
             if seg.bytes >= self._hot_bytes:
@@ -578,6 +585,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         if self._expiry:
             self._clear_expiry(seg, k)
         seg.bytes += len(k) + RECORD_OVERHEAD_BYTES
+        self.changes += 1
         if self._ordered is not None:
             self._touched.add(k)
         if seg.bytes >= self._hot_bytes:

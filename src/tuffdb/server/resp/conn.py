@@ -5,11 +5,16 @@ Lifecycle of a batch (everything the socket delivered in one read):
 1. ``data_received`` feeds the parser and takes every complete command.
 2. Each command runs in order against the store (writes with ``sync=False``); replies
    are collected, not written.
-3. If the batch wrote and ``appendfsync`` is ``always`` (or a command deferred work,
+3. If the batch changed the store and ``appendfsync`` is ``always`` (or a command deferred work,
    e.g. SAVE), the replies wait for the loop pass's fsync round (``srv.rounds``, see
    loop_rounds.py) or the deferred work; bytes arriving meanwhile are buffered (reading
    pauses past ``PAUSE_BUFFERED_SIZE``) and run as the next batch.
-4. The replies go out in one ``transport.write``.
+4. The replies go out in one ``transport.write``, at the end of the loop pass: a
+   connection's output is collected in ``out`` and every connection with output is
+   flushed by one callback after the pass has read all its sockets (as Redis writes its
+   replies before it sleeps), so a client that is still busy with the replies of one
+   pass receives the next without being woken up again. Output past ``FLUSH_SIZE``, a
+   closing connection and pub/sub pushes past their limit are flushed at once.
 
 Back-pressure: when the transport's write buffer passes its high-water mark we stop
 reading from this client, so a client that does not read its replies cannot grow our
@@ -45,6 +50,7 @@ log = logging.getLogger("tuffdb.resp")
 PAUSE_BUFFERED_SIZE = 1024 * 1024
 BATCH_OUTPUT_SIZE = 1024 * 1024
 WRITE_HIGH_WATER = 4 * 1024 * 1024
+FLUSH_SIZE = 64 * 1024  # buffered output past this goes to the socket at once
 BATCH_MAX_COMMANDS = 256  # a batch handler gets at most this many commands at once
 _name = itemgetter(0)
 ALLOWED_IN_MULTI = frozenset((b"exec", b"discard", b"multi", b"watch", b"reset", b"quit"))
@@ -90,6 +96,9 @@ class Conn(asyncio.Protocol):
         self.queue: list[list[bytes]] = []  # parsed commands not yet run
         self.drained: asyncio.Future[None] | None = None  # set by stop() while waiting
         self.transport: asyncio.Transport | None = None
+        self.out: list[bytes] = []  # replies of this loop pass, not yet handed to transport
+        self.out_size = 0
+        self.flush_queued = False
         self.addr = "?:0"
         self.laddr = "?:0"
         self.created = time.time()
@@ -185,6 +194,7 @@ class Conn(asyncio.Protocol):
         """Execute queued commands; a batch stops once its replies pass BATCH_OUTPUT_SIZE,
         so a pipeline of big GETs cannot build gigabytes of replies in one go."""
         self.wrote = False
+        changes = self.store.changes
         execute = self.execute
         queue = self.queue
         out: list[bytes] = []
@@ -219,6 +229,10 @@ class Conn(asyncio.Protocol):
         self.queue = queue[i:] if i < len(queue) else []
         srv = self.srv
         srv.stats["commands"] += i
+        if self.wrote and self.store.changes == changes:
+            # Write commands that changed nothing (SADD of a member already there, a pop
+            # from an empty list) are answered as reads are: after the writes they saw.
+            self.wrote = False
         # A batch that wrote waits for its writes; one that only read waits for the
         # writes it may have seen (no reply shows data a crash could still lose).
         if self.deferred:
@@ -313,9 +327,28 @@ class Conn(asyncio.Protocol):
         t = self.transport
         if t is None or t.is_closing():
             return
-        t.write(data)
+        self.out.append(data)
+        self.out_size += len(data)
         if self.closing:
+            self.flush()
             t.close()
+        elif self.out_size >= FLUSH_SIZE:
+            self.flush()
+        elif not self.flush_queued:
+            self.flush_queued = True
+            self.srv.queue_flush(self)
+
+    def flush(self) -> None:
+        """Hand the buffered output to the transport (which may pause_writing us)."""
+        out = self.out
+        if not out:
+            return
+        data = out[0] if len(out) == 1 else b"".join(out)
+        self.out = []
+        self.out_size = 0
+        t = self.transport
+        if t is not None and not t.is_closing():
+            t.write(data)
 
     def _pause_reading(self) -> None:
         if not self.read_paused and self.transport is not None and not self.closing:
@@ -334,6 +367,7 @@ class Conn(asyncio.Protocol):
     def close_now(self) -> None:
         self.closing = True
         if self.transport is not None:
+            self.flush()
             self.transport.close()
 
     def close_after_reply(self) -> None:
@@ -426,12 +460,14 @@ class Conn(asyncio.Protocol):
         if t is None or t.is_closing():
             return False
         limit = self.srv.pubsub_hard_limit
-        if limit and t.get_write_buffer_size() + len(data) > limit:
+        if limit and t.get_write_buffer_size() + self.out_size + len(data) > limit:
             log.warning("closing client %d: pubsub output buffer over %d bytes", self.id, limit)
             self.srv.hub.drop(self)
+            self.out = []  # what is buffered goes with the connection, as in Redis
+            self.out_size = 0
             self.close_now()
             return False
-        t.write(data)
+        self._write(data)  # after any reply already buffered: the order is kept
         return True
 
     def unwatch(self) -> None:

@@ -114,6 +114,7 @@ class RespServer:
         self.clients: dict[int, Conn] = {}
         self.next_id = itertools.count(1)
         self.hub = Hub()
+        self.pending_flush: list[Conn] = []  # connections with output to flush this pass
         self.watchers: dict[bytes, set[Conn]] = {}
         self.cursors: dict[int, bytes] = {}
         self.next_cursor = itertools.count(1)
@@ -144,6 +145,20 @@ class RespServer:
         self.always = engine == "always"
 
     # -- WATCH ----------------------------------------------------------------------
+    def queue_flush(self, c: Conn) -> None:
+        """Flush ``c``'s output once this loop pass has handled every readable socket."""
+        pending = self.pending_flush
+        pending.append(c)
+        if len(pending) == 1 and self.loop is not None:
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        pending = self.pending_flush
+        self.pending_flush = []
+        for c in pending:
+            c.flush_queued = False
+            c.flush()
+
     def touch(self, key: bytes) -> None:
         """Mark connections watching ``key`` dirty (call on every write to ``key``)."""
         conns = self.watchers.get(key)

@@ -8,6 +8,7 @@ shorter side of the list (O(n) writes at worst, as Kvrocks does).
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 from tuffdb._format.resp import LIST_META, LIST_START, TAG_LIST, U64
@@ -92,13 +93,17 @@ class ListState:
 
     def pop(self, c: Conn, n: int, *, left: bool) -> list[bytes]:
         n = min(n, self.size)
-        if left:
-            out = self.values(c, 0, n)
-            self.ops.extend((k, None) for k in self.positions(0, n))
-            self.head += n
+        if n == 1:  # the common case: one key, one get
+            key = self.pos(0 if left else self.size - 1)
+            v = c.db.get(key)
+            out: list[bytes] = [v if v is not None else b""]  # never hand out a null
+            self.ops.append((key, None))
         else:
-            out = self.values(c, self.size - n, self.size)[::-1]
-            self.ops.extend((self.pos(k), None) for k in range(self.size - n, self.size))
+            keys = self.positions(0, n) if left else self.positions(self.size - n, self.size)[::-1]
+            out = [v if v is not None else b"" for v in c.db.get_many(keys)]
+            self.ops.extend(zip(keys, repeat(None, n)))
+        if left:
+            self.head += n
         self.size -= n
         return out
 

@@ -229,7 +229,7 @@ def lex_entries(c: Conn, z: ZSet, bounds: tuple[bytes, bytes | None], *,
 
 
 def _limit(items: Iterator[tuple[bytes, float]], count: int) -> list[tuple[bytes, float]]:
-    out = []
+    out: list[tuple[bytes, float]] = []
     if count == 0:
         return out
     for item in items:
