@@ -4,20 +4,25 @@ Every indexed record gets a dense integer *slot*, so scoring runs as numpy over 
 indexed by slot (scoring.py). Layout::
 
     slot_of[id] -> slot; ids[slot] -> id (None: dead); alive[slot] -> bool
-    postings[field][term] -> [(slots int32, term frequencies float32), ...]  (chunks)
+    postings[field]       -> [_Segment, ...]: term numbers ascending, each with its
+                             slots (int32) and term frequencies (float32)
     lengths[field]        -> float32 array by slot: number of terms of the field (0: none)
-    vocabulary            -> every term ever indexed, in first-seen order (grows only)
+    vocabulary            -> every term ever indexed -> its number, in first-seen order
 
-**Writes come in batches** (:meth:`add_many`, one call per commit): the batch's tokens of
-a field become one array of term numbers, ``np.unique`` over ``term << 32 | slot``
-gives every (term, slot, frequency) at once, and each term of the batch gets one chunk
-appended: the Python work per commit is one step per distinct term, not per token.
-A query merges a term's chunks into one (and keeps the merge).
+**Writes come in batches** (:meth:`add_many`, one call per commit) and cost no Python
+step per term or per token: per field, the batch's texts are tokenised in one pass
+(``batch_terms``), mapped to term numbers by one dict pass (stop words and the gaps
+between texts map to negative codes), and ``np.unique`` over ``term << 32 | slot`` gives
+every (term, slot, frequency) at once: one new segment per field. Segments are merged by
+batch count, ``FAN_IN`` of equal count at a time (a sort that only merges sorted runs),
+so a field holds O(log n) segments and a posting is merged log_FAN_IN(batches) times.
+A query looks a term up in each segment (binary search) and keeps the assembled arrays
+until the next write.
 
 **Deletes and updates never touch postings**: the record's slot dies (``alive`` false,
 its lengths zeroed, the field statistics adjusted at once) and an update takes a fresh
-slot. Queries drop dead slots from the postings they read (and keep the filtered
-arrays); once dead slots outnumber live ones, :meth:`compact` renumbers the slots.
+slot. Queries drop dead slots from the postings they read, merges drop them for good;
+once dead slots outnumber live ones, :meth:`compact` renumbers the slots.
 Slots are never reused before that, so a posting can never point at the wrong record.
 
 **Query-side maps are built lazily** and brought up to date from the vocabulary's

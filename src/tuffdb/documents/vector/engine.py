@@ -398,6 +398,7 @@ class VectorEngine:
                explain: dict[str, Any] | None = None) -> list[tuple[str, float]]:
         """The ``k`` best ``(id, score)`` pairs, best first; ``explain`` gets the plan."""
         q = as_vector(query, self.dimension, "query vector")
+        recall = None if recall is None else _check_recall(recall)
         with self.lock:
             if allowed is None:  # the plan depends only on the state and the request
                 key = (k, ef_search, recall, len(self.flat), len(self.rid_label),
@@ -437,7 +438,7 @@ class VectorEngine:
                   if rid is not None]
         # not in the graph, scored exactly: the holdout (its own small matrix) and the queue;
         # only what beats the graph's k-th result can change the answer
-        above = ranked[-1][1] if len(ranked) >= k else None
+        above = min(s for _, s in ranked) if len(ranked) >= k else None
         extra: list[tuple[str, float]] = []
         if self.holdout:
             extra += self.outside.top(prepared, k, above=above, allowed=None if allowed is None
