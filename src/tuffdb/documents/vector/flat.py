@@ -34,7 +34,8 @@ def _matvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
     """``m @ v`` by BLAS's single-threaded gemv: 20-30% faster than einsum's loop at
     100,000 x 128 here. BLAS's own threads are held at one for the call: they spin when
     the cores are shared and made a 10,000 x 128 product 7x slower on this host
-    (docs/design/search.md); exact scans run one per database lock anyway."""
+    (docs/design/search.md). The setting is process-wide, so scans of this size take turns
+    (``_BLAS_LOCK``) and restore it after."""
     global _blas  # noqa: PLW0603 - found once per process
     if m.shape[0] < BLAS_MIN_ROWS:
         return np.asarray(np.einsum("ij,j->i", m, v))
