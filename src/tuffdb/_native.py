@@ -51,6 +51,7 @@ HOT_MODULES = (
     "tuffdb/server/loop_rounds.py",
     "tuffdb/kv/store.py",
     "tuffdb/kv/hot_tier.py",
+    "tuffdb/kv/ordered.py",
     "tuffdb/events/codec.py",
     "tuffdb/events/writer.py",
     "tuffdb/events/tag_index.py",

@@ -192,9 +192,7 @@ def fold_touched(store: KVStore) -> None:
         with store._lock:
             if store._ordered is None or store._closed or not store._touched:
                 return
-            touched = store._touched
-            chunk = [touched.pop() for _ in range(min(FOLD_CHUNK, len(touched)))]
-            store._fold_locked(chunk)
+            store._fold_chunk_locked(FOLD_CHUNK)
         time.sleep(0)  # let the writers and readers waiting for the lock or the GIL in
 
 

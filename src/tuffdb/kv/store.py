@@ -13,16 +13,15 @@ block cache -> positional read of one checksummed block. Reads take no lock.
 from __future__ import annotations
 
 import heapq
+from itertools import islice
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from concurrent.futures import Future
-from itertools import islice
 from pathlib import Path
 from typing import Any, cast
 
-from sortedcontainers import SortedList
 
 from tuffdb import metrics
 from tuffdb._format.kv import (
@@ -49,6 +48,7 @@ from tuffdb.kv import background, recovery
 from tuffdb.kv.check import check_store, store_stats
 from tuffdb.kv.cold import ColdSegment
 from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES, TOMBSTONE, HotSegment
+from tuffdb.kv.ordered import OrderedKeys
 from tuffdb.kv.records import Record, iter_records
 from tuffdb.kv.shipping_source import KVSource
 from tuffdb.storage.codec import Codec
@@ -189,7 +189,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         self._finishing: set[int] = set()
         # Ordered view of the keys, built on the first ordered read and then kept current
         # from ``_touched`` (keys written or deleted since): writers only add to the set.
-        self._ordered: SortedList | None = None
+        self._ordered: OrderedKeys | None = None
         self._touched: set[bytes] = set()
         # Bumped by every write (put, put_many, write_batch, tombstone): a caller compares
         # it before and after some work to learn whether that work changed the store.
@@ -854,7 +854,7 @@ class KVStore(MutableMapping[bytes, bytes]):
                 return v is not TOMBSTONE
         return key in self._keydir
 
-    def _ordered_view(self) -> SortedList:
+    def _ordered_view(self) -> OrderedKeys:
         """The ordered view of the keys, current with every write so far. Hold the lock.
 
         The first call sorts every key once (O(n log n)); later calls first fold in the keys
@@ -866,7 +866,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         if ordered is None:
             # IMPORTANT: publish the (empty) view before the snapshot, so that a write
             # landing after the snapshot is recorded in _touched and folded in below.
-            ordered = self._ordered = SortedList()
+            ordered = self._ordered = OrderedKeys()
             keys = set(self._keydir)
             for d in reversed(self._chain):
                 # d.copy(), not list(d.items()): building the item tuples can run the
@@ -879,9 +879,7 @@ class KVStore(MutableMapping[bytes, bytes]):
                         keys.add(k)
             ordered.update(keys)
         if self._touched:
-            touched = list(self._touched)  # writers only add, so this is safe to drain
-            self._fold_locked(touched)
-            self._touched.difference_update(touched)
+            self._fold_chunk_locked(len(self._touched))
         return ordered
 
     def _fold_locked(self, keys: list[bytes]) -> None:
@@ -890,16 +888,25 @@ class KVStore(MutableMapping[bytes, bytes]):
         ordered = self._ordered
         if ordered is None:
             return
-        live = self._exists_unlocked
         now = self._now_ms()
-        for k in keys:
-            if live(k, now):
-                if k not in ordered:
-                    ordered.add(k)
+        for k in keys:  # direct calls: native ones in the compiled build
+            if self._exists_unlocked(k, now):
+                ordered.add(k)
             else:
                 ordered.discard(k)
 
-    def _expired_between(self, ordered: SortedList, lo: bytes, hi: bytes | None) -> list[int]:
+    def _fold_chunk_locked(self, limit: int) -> None:
+        """Fold up to ``limit`` touched keys (background.fold_touched, ordered reads). Hold
+        the lock."""
+        touched = self._touched
+        # Two C calls, each atomic under the GIL. Writers (put's lock-free path) may add
+        # meanwhile: a key they add after the removal is folded next time, and one they
+        # add before it was written before the fold below reads its state.
+        chunk = list(islice(touched, limit))
+        touched.difference_update(chunk)
+        self._fold_locked(chunk)
+
+    def _expired_between(self, ordered: OrderedKeys, lo: bytes, hi: bytes | None) -> list[int]:
         """Positions in ``ordered`` of keys in [lo, hi) whose TTL has passed (sorted).
 
         They are the keys at the top of the expiry heap, usually few: the background
@@ -956,8 +963,7 @@ class KVStore(MutableMapping[bytes, bytes]):
                     if pos <= lo_i:
                         return []
                     hi = ordered[pos]
-            return list(islice(ordered.irange(lo, hi, inclusive=(True, False), reverse=reverse),
-                               limit))
+            return ordered.between(lo, hi, limit, reverse=reverse)
 
     def _ordered_iter(self, prefix: bytes, start: bytes | None, end: bytes | None, *,
                       reverse: bool = False, skip: int = 0) -> Iterator[bytes]:
