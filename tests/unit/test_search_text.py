@@ -248,3 +248,19 @@ def test_dead_slots_are_compacted_and_searches_stay_exact(db: Database,
     for word in words:
         got = {r["record"]["id"] for r in docs.search(word, limit=100)["results"]}
         assert got == {rid for rid, text in model.items() if word in text.split()}
+
+
+def test_batch_terms_match_per_text_tokens() -> None:
+    from tuffdb.documents.fulltext.analyzer import GAP, batch_terms, tokens  # noqa: PLC0415
+
+    rng = random.Random(7)
+    alphabet = "aB9_ -,.;\t\n\x00\x1fÉéßİ日本\u0307"
+    for ascii_only in (True, False):
+        chars = alphabet[:13] if ascii_only else alphabet
+        texts = ["".join(rng.choice(chars) for _ in range(rng.randint(0, 30))) for _ in range(50)]
+        want = []
+        for i, text in enumerate(texts):
+            if i:
+                want.append(GAP)
+            want.extend(t.lower() for t in tokens(text))
+        assert batch_terms(texts) == want

@@ -154,8 +154,9 @@ def test_per_request_recall_and_explicit_ef(db: Database) -> None:
     assert exact["method"] == "exact" or exact["expected_recall"] >= 1.0
     given = emb.search("", vector=q, ef_search=20, explain=True)["explain"]["vector"]
     assert (given["method"], given["ef"]) == ("hnsw", 20)
-    with pytest.raises(ProtocolError, match="vector_recall"):
-        emb.search("", vector=q, vector_recall=1.5)
+    for bad in (1.5, [0.9]):  # a list too (plans are cached by the request's values)
+        with pytest.raises(ProtocolError, match="vector_recall"):
+            emb.search("", vector=q, vector_recall=bad)
 
 
 def test_updates_and_deletes_are_seen_at_once_while_the_graph_catches_up(db: Database) -> None:

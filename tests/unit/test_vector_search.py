@@ -237,3 +237,19 @@ def test_collection_graph_finds_what_a_bare_hnswlib_index_finds(db: Database) ->
 )
 def test_is_vector_accepts_lists_of_numbers_only(value: object, expected: bool) -> None:
     assert is_vector(value) is expected
+
+
+def test_projections_decode_only_the_vectors_they_keep(db: Database) -> None:
+    docs = db.collection("proj")
+    docs.insert_many([{"id": "a", "tag": "x", "emb": Vector([1.0, 0.0]),
+                       "meta": {"emb": Vector([0.5, 0.5]), "n": 1}},
+                      {"id": "b", "tag": "y", "emb": Vector([0.0, 1.0]),
+                       "meta": {"emb": Vector([0.1, 0.9]), "n": 2}}])
+    q = {"vector": [1.0, 0.1], "vector_field": "emb"}
+    assert docs.search("", select_fields=["tag"], **q)["results"][0]["record"] == {
+        "id": "a", "tag": "x"}
+    kept = docs.search("", select_fields=["emb", "meta.emb"], **q)["results"][0]["record"]
+    assert kept == {"id": "a", "emb": Vector([1.0, 0.0]), "meta": {"emb": Vector([0.5, 0.5])}}
+    assert type(kept["emb"]) is Vector and type(kept["meta"]["emb"]) is Vector
+    assert docs.search("", exclude_fields=["emb"], **q)["results"][0]["record"] == {
+        "id": "a", "tag": "x", "meta": {"emb": Vector([0.5, 0.5]), "n": 1}}

@@ -242,7 +242,7 @@ class Database:
         sync = False if defer else self.sync
         intent = INTENT + uuid.uuid4().bytes if len(ops) > 1 else None
         if intent is not None:
-            self.kv.put(intent, codec.pack(ops), sync=self.sync)
+            self.kv.put(intent, codec.pack_native(ops), sync=self.sync)
             failpoint("documents_after_intent")
         self._run_ops(ops, crash_point=intent is not None, sync=sync)
         if intent is not None:

@@ -42,12 +42,13 @@ class CommitListener(Protocol):
 class PendingCommit:
     """One batch on its way through ``Database.apply``."""
 
-    __slots__ = ("db", "existed", "groups", "writes")
+    __slots__ = ("db", "existed", "groups", "records", "writes")
 
     def __init__(self, db: Database, writes: list[Write], *, validate: bool = True) -> None:
         self.db, self.writes = db, writes
         # fast path: the usual batch touches one collection nobody listens to
         self.groups: dict[str, list[Any]] = {}
+        self.records: dict[str, list[dict[str, Any]]] = {}  # validated; published as updates
         for w in writes:
             self.groups.setdefault(w.collection, [])
         for name in list(self.groups):
@@ -56,10 +57,11 @@ class PendingCommit:
                 del self.groups[name]
                 continue
             self.groups[name] = listeners
-            records = [{**w.fields, "id": w.id} for w in writes
-                       if w.collection == name and w.fields is not None]
-            for listener in listeners if validate else ():
-                listener.validate(name, records)
+            if validate:
+                records = self.records[name] = [{"id": w.id, **w.fields} for w in writes
+                                                if w.collection == name and w.fields is not None]
+                for listener in listeners:
+                    listener.validate(name, records)
         self.existed: list[bool] | None = None
         if self.groups and any(li.needs_kinds for ls in self.groups.values() for li in ls):
             from tuffdb.documents.database import record_key  # noqa: PLC0415 - cycle
@@ -77,6 +79,10 @@ class PendingCommit:
             group = kinds.get(w.collection)
             if group is None:
                 continue
+            if self.existed is None and w.collection in self.records:
+                if w.fields is None:  # puts are the records validate saw, already built
+                    group[2].append(w.id)
+                continue
             ins, upd, dels = group
             if w.fields is None:
                 if was:
@@ -87,6 +93,8 @@ class PendingCommit:
                 ins.append({"id": w.id, **w.fields})
         for name, listeners in self.groups.items():
             ins, upd, dels = kinds[name]
+            if self.existed is None and name in self.records:
+                upd = self.records[name]
             for listener in listeners:
                 listener.on_commit(name, ins, upd, dels)
 

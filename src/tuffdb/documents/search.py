@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tuffdb.documents import codec
 from tuffdb.documents.fulltext.scoring import TextQuery, bm25
 from tuffdb.documents.search_index import SearchState, state_for
 from tuffdb.documents.shape import project
@@ -30,6 +31,12 @@ if TYPE_CHECKING:
 DEFAULT_LIMIT = 100
 DEFAULT_VECTOR_K = 10
 EXACT_BOOST = 2.0  # boost_exact: factor for a field holding the whole query verbatim
+OPTIONS = frozenset((
+    "language", "case_sensitive", "fuzzy", "max_edit_distance", "min_score", "fields",
+    "weights", "enable_stemming", "boost_exact", "limit", "select_fields", "exclude_fields",
+    "filters", "vector", "vector_field", "vector_metric", "vector_k", "vector_threshold",
+    "ef_search", "text_weight", "vector_weight", "bypass_ripple", "bypass_cache",
+    "vector_recall", "explain"))
 
 
 def _names(value: Any) -> list[str] | None:
@@ -70,6 +77,21 @@ def _exact_boost(record: dict[str, Any], fields: set[str], phrase: str, case: bo
     return 1.0
 
 
+def _load_projected(coll: Collection, rid: str, select: list[str] | None,
+                    exclude: list[str] | None) -> dict[str, Any] | None:
+    """Record ``rid`` projected, or None (gone or expired). With a projection, vectors are
+    decoded only if kept (most of the decoding time of a record holding one)."""
+    if select or exclude:
+        data = coll.stored(rid)
+        if data is None:
+            return None
+        fields, ttl, _ = codec.unpack_record(data, lazy_vectors=True)
+        if ttl is None:  # else the full load below applies expiry and touch
+            return codec.materialise(project({"id": rid, **fields}, select, exclude))
+    rec = coll.load(rid)
+    return None if rec is None else project(rec, select, exclude)
+
+
 def search(coll: Collection, query: str = "", **options: Any) -> dict[str, Any]:  # noqa: C901 - one pass over the request's options
     """Search ``coll``; see the module docstring and docs/design/search.md.
 
@@ -78,12 +100,7 @@ def search(coll: Collection, query: str = "", **options: Any) -> dict[str, Any]:
     """
     started = time.perf_counter()
     o = {k: v for k, v in options.items() if v is not None}
-    known = {"language", "case_sensitive", "fuzzy", "max_edit_distance", "min_score", "fields",
-             "weights", "enable_stemming", "boost_exact", "limit", "select_fields",
-             "exclude_fields", "filters", "vector", "vector_field", "vector_metric", "vector_k",
-             "vector_threshold", "ef_search", "text_weight", "vector_weight", "bypass_ripple",
-             "bypass_cache", "vector_recall", "explain"}
-    unknown = set(o) - known
+    unknown = o.keys() - OPTIONS
     if unknown:
         raise ProtocolError(f"unknown search options {sorted(unknown)}")
     if query is None:
@@ -122,12 +139,13 @@ def search(coll: Collection, query: str = "", **options: Any) -> dict[str, Any]:
     for score, rid, fields in top:
         if len(results) >= limit:
             break
-        rec = records.get(rid) or coll.load(rid)
-        if rec is None:  # expired since it was indexed
+        rec = records.get(rid)
+        out = (project(rec, select, exclude) if rec is not None
+               else _load_projected(coll, rid, select, exclude))
+        if out is None:  # expired since it was indexed
             total -= 1
             continue
-        results.append({"record": project(rec, select, exclude), "score": score,
-                        "matched_fields": sorted(fields)})
+        results.append({"record": out, "score": score, "matched_fields": sorted(fields)})
     elapsed = int((time.perf_counter() - started) * 1000)
     out = {"results": results, "total": total, "execution_time_ms": elapsed}
     if explain is not None:
@@ -182,12 +200,15 @@ def _rank(coll: Collection, state: SearchState, query: str, vector: Any, tq: Tex
         if threshold is not None:
             vec_hits = {r: v for r, v in vec_hits.items() if v >= float(threshold)}
     vset = {vfield} if vfield else set()
+    min_score = o.get("min_score")
+    if hits is None:  # vector only: the hits as they are, no arrays by slot
+        floor = -np.inf if min_score is None else float(min_score)
+        top = [(v, rid, vset) for rid, v in vec_hits.items() if v >= floor]
+        top.sort(key=lambda t: (-t[0], t[1]))
+        return top, len(top)
     extra: list[tuple[float, str, set[str]]] = []
     vec_slots: set[int] = set()
-    if hits is None:
-        dense = np.zeros(0)
-        extra = [(v, rid, vset) for rid, v in vec_hits.items()]
-    elif vector is None:
+    if vector is None:
         dense = hits.scores
     else:  # hybrid: text normalised by its best score, vector similarity as is
         tw, vw = float(o.get("text_weight", 0.5)), float(o.get("vector_weight", 0.5))
@@ -203,10 +224,9 @@ def _rank(coll: Collection, state: SearchState, query: str, vector: Any, tq: Tex
             else:
                 dense[s] += vw * v / vec_norm
                 vec_slots.add(s)
-    present = hits.scores > 0 if hits is not None else np.zeros(0, dtype=bool)
+    present = hits.scores > 0
     if vec_slots:
         present[np.fromiter(vec_slots, dtype=np.int64)] = True
-    min_score = o.get("min_score")
     if min_score is not None:
         present &= dense >= float(min_score)
         extra = [t for t in extra if t[0] >= float(min_score)]

@@ -20,6 +20,7 @@ dimension; an on-demand index skips such records.
 
 from __future__ import annotations
 
+import operator
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,8 @@ from tuffdb.documents.vector.engine import VectorEngine
 from tuffdb.errors import IntegrityError, ProtocolError
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from tuffdb.documents.collection import Collection
     from tuffdb.documents.database import Database
 
@@ -45,9 +48,13 @@ class VectorSlot:
         dim = spec.get("dimension")
         self.dimension: int | None = int(dim) if dim else None
         self.index: VectorEngine | None = None
+        # (values, matrix) of the batch check_many validated last, for put_many
+        self.checked: tuple[list[Any], np.ndarray] | None = None
 
     def check_many(self, records: list[dict[str, Any]]) -> set[int]:
         """The dimensions a batch would write to this field, after checking every vector.
+
+        The converted matrix is kept for :meth:`put_many` of the same batch (one conversion).
 
         :raises IntegrityError: a declared field holding a non-vector, a vector of another
             dimension than the index's, or a NaN/infinite entry (nothing is written).
@@ -63,32 +70,43 @@ class VectorSlot:
                                          "store a vector", condition=self.field)
                 continue
             by_dim.setdefault(len(value), []).append(value)
+        self.checked = None
         for dim, values in by_dim.items():
-            as_vectors(values, self.dimension if self.dimension is not None else dim,
-                       f"field '{self.field}'")
+            data = as_vectors(values, self.dimension if self.dimension is not None else dim,
+                              f"field '{self.field}'")
+            self.checked = (values, data)
         return set(by_dim)
 
     def put_many(self, records: list[dict[str, Any]]) -> None:
         """Index the batch's vectors of this field; a record without one drops out."""
-        items: list[tuple[str, Any]] = []
+        rids: list[str] = []
+        values: list[Any] = []
         for record in records:
             value: Any = record.get(self.field)
             if is_vector(value) and (self.dimension is None or len(value) == self.dimension):
-                items.append((record["id"], value))
+                rids.append(record["id"])
+                values.append(value)
             else:  # no vector, or a foreign dimension in an on-demand index (declared: refused)
                 self.remove(record["id"])
-        self.load(items)
+        checked, self.checked = self.checked, None
+        if (checked is not None and len(checked[0]) == len(values)
+                and all(map(operator.is_, checked[0], values))):  # validated just before
+            self.load(list(zip(rids, values, strict=True)), checked[1])
+        else:
+            self.load(list(zip(rids, values, strict=True)))
 
-    def load(self, items: list[tuple[str, Any]]) -> None:
+    def load(self, items: list[tuple[str, Any]], data: np.ndarray | None = None) -> None:
+        """Index ``items``; ``data``: their vectors already converted (:func:`as_vectors`)."""
         if self.dimension is None and items:
             self.dimension = len(items[0][1])
-        items = [(r, v) for r, v in items if len(v) == self.dimension]
+        if data is None:
+            items = [(r, v) for r, v in items if len(v) == self.dimension]
         if not items:
             return
         if self.index is None:
             assert self.dimension is not None
             self.index = VectorEngine(self.metric, self.dimension, self.spec)
-        self.index.add_many(items)
+        self.index.add_many(items, data)
 
     def remove(self, rid: str) -> None:
         if self.index is not None:

@@ -18,6 +18,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
+# A batch of texts is tokenised in one pass (batch_terms): joined by GAP, not a word
+# character, which comes out as a token of its own between two texts' tokens.
+GAP = "\x00"
+_TOKENS_AND_GAPS = re.compile(r"\w+|\x00", re.UNICODE)
+# ASCII text: bytes.translate lowers word characters and blanks the others, split() cuts
+# (3x faster than the regex over the same text); GAP is kept.
+_ASCII_FOLD = bytes(
+    ord(c.lower()) if _TOKEN.fullmatch(c) or c == GAP else 32 for c in map(chr, range(128))
+) + bytes(range(128, 256))
 
 STOP_WORDS: dict[str, frozenset[str]] = {
     "english": frozenset([
@@ -67,6 +76,19 @@ def stop_words(language: str) -> frozenset[str]:
 def tokens(text: str) -> list[str]:
     """Word tokens of ``text``, case kept."""
     return _TOKEN.findall(text)
+
+
+def batch_terms(texts: list[str]) -> list[str]:
+    """The lowercase tokens of every text of ``texts`` in order, ``GAP`` between two texts'.
+
+    The same tokens as ``[t.lower() for t in tokens(text)]`` per text, in one pass.
+    """
+    joined = f" {GAP} ".join(texts)
+    if joined.count(GAP) != len(texts) - 1:  # a text holds GAP itself: blank it (not a word char)
+        joined = f" {GAP} ".join(t.replace(GAP, " ") for t in texts)
+    if joined.isascii():
+        return joined.encode("ascii").translate(_ASCII_FOLD).decode("ascii").split()
+    return list(map(str.lower, _TOKENS_AND_GAPS.findall(joined)))
 
 
 def terms(text: str, language: str = "english") -> list[str]:

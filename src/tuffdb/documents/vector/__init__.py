@@ -7,10 +7,13 @@ Scores are similarities, higher is better, the same for both algorithms:
 
 from __future__ import annotations
 
+import contextlib
+from itertools import chain
 from typing import Any
 
 import numpy as np
 
+from tuffdb.documents.values import Vector
 from tuffdb.errors import IntegrityError, ProtocolError
 
 METRICS = ("cosine", "euclidean", "dotproduct")
@@ -42,12 +45,19 @@ def as_vectors(values: list[Any], dimension: int, what: str = "vector") -> np.nd
 
     :raises IntegrityError: on a dimension mismatch, a non-numeric, NaN or infinite entry.
     """
-    try:
-        arr = np.asarray(values, dtype=np.float32)
-    except (TypeError, ValueError):  # ragged or non-numeric: say which one, as as_vector does
-        for v in values:
-            as_vector(v, dimension, what)
-        raise IntegrityError(f"{what} must be lists of numbers", condition="vector") from None
+    arr: np.ndarray | None = None
+    if values and set(map(len, values)) == {dimension}:
+        with contextlib.suppress(TypeError, ValueError):  # (then asarray says what is wrong)
+            # one flat pass over the numbers: twice as fast as asarray's nested walk
+            arr = np.fromiter(chain.from_iterable(values), dtype=np.float32,
+                              count=len(values) * dimension).reshape(len(values), dimension)
+    if arr is None:
+        try:
+            arr = np.asarray(values, dtype=np.float32)
+        except (TypeError, ValueError):  # ragged or non-numeric: say which one, as as_vector
+            for v in values:
+                as_vector(v, dimension, what)
+            raise IntegrityError(f"{what} must be lists of numbers", condition="vector") from None
     if arr.ndim != 2 or arr.shape[1] != dimension:
         raise IntegrityError(f"{what} has {arr.shape[-1]} dimensions; this index holds "
                              f"{dimension}", condition="vector")
@@ -61,6 +71,8 @@ _PLAIN_NUMBERS = frozenset({int, float})
 
 def is_vector(value: Any) -> bool:
     """A non-empty list/tuple of numbers (ints or floats, not bools)."""
+    if type(value) is Vector:  # floats only, by construction
+        return len(value) > 0
     if not isinstance(value, (list, tuple)) or not value:
         return False
     if set(map(type, value)) <= _PLAIN_NUMBERS:  # the common case, checked at C speed

@@ -128,6 +128,8 @@ class VectorEngine:
         self.builder: threading.Thread | None = None
         self.builds = 0
         self.last_write = 0.0
+        self._plans: dict[tuple[Any, ...], dict[str, Any]] = {}  # unfiltered plans by state
+        self.epoch = 0  # counts new graphs and calibrations (a plan's key)
 
     def __len__(self) -> int:
         return len(self.flat)
@@ -136,17 +138,27 @@ class VectorEngine:
     def add(self, rid: str, value: object) -> None:
         self.add_many([(rid, value)])
 
-    def add_many(self, items: list[tuple[str, object]]) -> None:
-        """Add or replace a batch (a later entry for an id wins); checked first."""
+    def add_many(self, items: list[tuple[str, object]], data: np.ndarray | None = None) -> None:
+        """Add or replace a batch (a later entry for an id wins); checked first.
+
+        ``data``: the items' vectors already checked and converted, one row per item.
+        """
         batch = {rid: value for rid, value in items}
         if not batch:
             return
-        data = as_vectors(list(batch.values()), self.dimension)
+        if data is None or len(batch) != len(items):
+            data = as_vectors(list(batch.values()), self.dimension)
         rids = list(batch)
         with self.lock:
             self.last_write = time.monotonic()
             self.flat.add_many(rids, data)
-            if self.graph is not None:
+            if self.graph is not None and (self.rid_label.keys().isdisjoint(rids)
+                                           and self.pending.keys().isdisjoint(rids)
+                                           and self.holdout.isdisjoint(rids)):
+                first = len(self.label_rid)  # all new (the usual batch): queued in one step
+                self.label_rid.extend(rids)
+                self.pending.update(zip(rids, range(first, first + len(rids)), strict=True))
+            elif self.graph is not None:
                 held = []
                 for rid in rids:
                     self._retire(rid)
@@ -226,6 +238,7 @@ class VectorEngine:
         self.pending = {rid: self._new_label(rid) for rid in ids if rid not in self.holdout}
         self.calibration, self.changes = None, 0
         self.builds += 1
+        self.epoch += 1
 
     def _build(self) -> None:
         try:
@@ -290,6 +303,7 @@ class VectorEngine:
             members, changes = len(self.rid_label), self.changes
             if len(picked) < SAMPLE // 2 or members <= CALIBRATION_K:
                 self.calibration = Calibration(members, 0, CALIBRATION_K, [], 0.0, 0.0)
+                self.epoch += 1
                 self.changes = 0
                 return
             queries = self.flat.vectors(picked)
@@ -319,6 +333,7 @@ class VectorEngine:
             if recall >= CURVE_STOP or secs > 2 * exact:
                 break
         with self.lock:
+            self.epoch += 1
             self.calibration = Calibration(members, len(picked), CALIBRATION_K, curve, exact,
                                            time.perf_counter() - started)
             self.changes -= changes
@@ -383,22 +398,31 @@ class VectorEngine:
                explain: dict[str, Any] | None = None) -> list[tuple[str, float]]:
         """The ``k`` best ``(id, score)`` pairs, best first; ``explain`` gets the plan."""
         q = as_vector(query, self.dimension, "query vector")
+        recall = None if recall is None else _check_recall(recall)
         with self.lock:
-            plan = self.plan(k, allowed=allowed, ef_search=ef_search, recall=recall)
+            if allowed is None:  # the plan depends only on the state and the request
+                key = (k, ef_search, recall, len(self.flat), len(self.rid_label),
+                       len(self.pending), self.graph is None, self.epoch)
+                plan = self._plans.get(key)
+                if plan is None:
+                    if len(self._plans) >= 64:
+                        self._plans.clear()
+                    plan = self._plans[key] = self.plan(k, ef_search=ef_search, recall=recall)
+            else:
+                plan = self.plan(k, allowed=allowed, ef_search=ef_search, recall=recall)
             if explain is not None:
                 explain.update(plan)
             if k <= 0 or not len(self.flat):
                 return []
+            prepared = self.flat.prepared(q)
             if plan["method"] == "exact":
-                return self.flat.search(q, k, allowed=allowed)
-            return self._graph_search(q, k, plan["ef"], allowed)
+                return self.flat.top(prepared, k, allowed=allowed)
+            return self._graph_search(q, prepared, k, plan["ef"], allowed)
 
-    def _graph_search(self, q: np.ndarray, k: int, ef: int,
+    def _graph_search(self, q: np.ndarray, prepared: np.ndarray, k: int, ef: int,
                       allowed: Collection[str] | None) -> list[tuple[str, float]]:
         names = self.label_rid
-        best: dict[str, float] = {}
-        in_graph = len(self.rid_label)
-        want = min(k, in_graph)
+        want = min(k, len(self.rid_label))
         self.graph.set_ef(max(ef, want))
         try:
             if allowed is None:
@@ -408,21 +432,25 @@ class VectorEngine:
                 labels, dist = self.graph.knn_query(
                     q, k=want, num_threads=1, filter=lambda lb: names[lb] in ok)
         except RuntimeError:  # the filtered walk found fewer than k: score exactly
-            return self.flat.search(q, k, allowed=allowed)
-        for lb, s in zip(labels[0].tolist(), self._score(dist[0]).tolist(), strict=True):
-            rid = names[lb]
-            if rid is not None:
-                best[rid] = s
-        # not in the graph, scored exactly: the holdout (its own small matrix) and the queue
+            return self.flat.top(prepared, k, allowed=allowed)
+        ranked = [(rid, s) for rid, s in zip(map(names.__getitem__, labels[0].tolist()),
+                                             self._score(dist[0]).tolist(), strict=True)
+                  if rid is not None]
+        # not in the graph, scored exactly: the holdout (its own small matrix) and the queue;
+        # only what beats the graph's k-th result can change the answer
+        above = min(s for _, s in ranked) if len(ranked) >= k else None
+        extra: list[tuple[str, float]] = []
         if self.holdout:
-            best.update(self.outside.search(q, k, allowed=None if allowed is None else [
-                r for r in self.holdout if r in allowed]))
+            extra += self.outside.top(prepared, k, above=above, allowed=None if allowed is None
+                                      else [r for r in self.holdout if r in allowed])
         if self.pending:
-            best.update(self.flat.search(q, k, allowed=list(self.pending) if allowed is None
-                                         else [r for r in self.pending if r in allowed]))
-        ranked = sorted(best.items(), key=lambda t: (-t[1], t[0]))
+            extra += self.flat.top(prepared, k, above=above, allowed=list(self.pending)
+                                   if allowed is None else [r for r in self.pending if r in allowed])
+        if extra:
+            ranked = list({**dict(ranked), **dict(extra)}.items())
+        ranked.sort(key=lambda t: (-t[1], t[0]))
         if len(ranked) < k and allowed is not None:
-            return self.flat.search(q, k, allowed=allowed)
+            return self.flat.top(prepared, k, allowed=allowed)
         return ranked[:k]
 
     def _score(self, distances: np.ndarray) -> np.ndarray:
