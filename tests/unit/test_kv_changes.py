@@ -39,3 +39,4 @@ def test_changes_moves_on_every_write_and_never_on_a_read(kv_store: Any) -> None
         before = store.changes
         read()
         assert store.changes == before
+

@@ -86,18 +86,24 @@ def check_store(store: KVStore) -> list[str]:
                     break
         problems += _check_wals(store)
         problems += _check_files(store, {s.id for s in segs})
+    return problems + _check_ordered(store, list(kd))
+
+
+def _check_ordered(store: KVStore, cold_keys: list[bytes]) -> list[str]:
+    """The ordered view (if built) is sound and, once the touched keys are folded in,
+    holds every live cold key."""
     with store._lock:
         ordered = store._ordered
-        if ordered is not None:
-            problems += ordered.check()
-            # Every live key is in the view once the touched keys are folded in.
-            store._ordered_view()
-            live = {k for k in kd if store._exists_unlocked(k, now)}
-            missing = [k for k in live if k not in ordered]
-            if missing:
-                problems.append(f"ordered view: {len(missing)} live cold keys missing, "
-                                f"e.g. {missing[0][:40]!r}")
-    return problems
+        if ordered is None:
+            return []
+        problems = ordered.check()
+        store._ordered_view()
+        now = store._now_ms()
+        missing = [k for k in cold_keys if store._exists_unlocked(k, now) and k not in ordered]
+        if missing:
+            problems.append(f"ordered view: {len(missing)} live cold keys missing, "
+                            f"e.g. {missing[0][:40]!r}")
+        return problems
 
 
 def _check_wals(store: KVStore) -> list[str]:

@@ -19,6 +19,7 @@ path (the fold ran ~2 us per RESP LPUSH on the server's core).
 from __future__ import annotations
 
 from bisect import bisect_left
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -247,7 +248,7 @@ class OrderedKeys:
         """Invariant violations (for tests and ``KVStore.check``): empty list if sound."""
         problems: list[str] = []
         flat = [k for chunk in self._chunks for k in chunk]
-        if any(a >= b for a, b in zip(flat, flat[1:])):
+        if any(a >= b for a, b in pairwise(flat)):
             problems.append("ordered view: keys out of order or repeated")
         if len(flat) != self._len:
             problems.append(f"ordered view: length {self._len} but {len(flat)} keys")
