@@ -57,13 +57,18 @@ class OrderedKeys:
         self._rebuild()
 
     # -- membership -------------------------------------------------------------------
-    def __contains__(self, key: bytes) -> bool:
+    def _find(self, key: bytes) -> int:
+        """Chunk of ``key`` and its offset there, as ``pos << 32 | i``; -1 if absent."""
         maxes = self._maxes
         pos = bisect_left(maxes, key)
         if pos == len(maxes):
-            return False
+            return -1
         chunk = self._chunks[pos]
-        return chunk[bisect_left(chunk, key)] == key  # key <= chunk[-1]: in range
+        i = bisect_left(chunk, key)  # key <= chunk[-1]: i is in range
+        return pos << 32 | i if chunk[i] == key else -1
+
+    def __contains__(self, key: bytes) -> bool:
+        return self._find(key) >= 0
 
     def add(self, key: bytes) -> bool:
         """Insert ``key``; False if it was there already."""
@@ -95,14 +100,13 @@ class OrderedKeys:
 
     def discard(self, key: bytes) -> bool:
         """Remove ``key``; False if it was not there."""
+        found = self._find(key)
+        if found < 0:
+            return False
+        pos = found >> 32
+        i = found & 0xFFFFFFFF
         maxes = self._maxes
-        pos = bisect_left(maxes, key)
-        if pos == len(maxes):
-            return False
         chunk = self._chunks[pos]
-        i = bisect_left(chunk, key)
-        if chunk[i] != key:
-            return False
         del chunk[i]
         self._len -= 1
         if not chunk:
