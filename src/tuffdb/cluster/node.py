@@ -61,6 +61,7 @@ from tuffdb.log import get_logger
 log = get_logger("tuffdb.cluster")
 
 TICK_S = 0.1
+FORWARD_MARGIN_S = 5.0  # a forwarded request waits the confirmation bound plus this
 LEASE_MARGIN_FRACTION = 0.2  # of the TTL: a leader stops acknowledging this much early
 
 FAILOVERS = metrics.REGISTRY.counter(
@@ -269,6 +270,10 @@ class Node:
         if leader is None or leader.get("node") == self.node_id:
             return {"code": 14, "message": "no cluster leader is known yet; retry shortly"}, b""
         address = self._repl_address(leader)
+        # Bounded: the leader answers within its own confirmation bound, unless it hangs
+        # (paused, cut off). An unbounded wait would hold this executor thread, and with it
+        # a restart of this process (asyncio waits for its executor's threads), forever.
+        timeout = self.config.confirm_timeout_ms / 1000 + FORWARD_MARGIN_S
         for attempt in (0, 1):
             sock = None
             with self._forward_lock:
@@ -278,10 +283,16 @@ class Node:
             try:
                 if sock is None:
                     sock = connect(address)
+                sock.settimeout(timeout)
                 wire.send(sock, wire.Msg.FORWARD, {**fields, "kind": kind}, blob)
                 msg, header, out = wire.recv(sock)
                 if msg != wire.Msg.FORWARD_REPLY:
                     raise ProtocolError(f"expected FORWARD_REPLY, got {msg.name}")
+            except TimeoutError:  # sent, unanswered: never retried (it may have been applied)
+                if sock is not None:
+                    sock.close()
+                return {"code": 4, "message": f"the leader did not answer within {timeout:g} s; "
+                                              "the request may or may not have taken effect"}, b""
             except (OSError, ConnectionError, ProtocolError) as exc:
                 if sock is not None:
                     sock.close()
