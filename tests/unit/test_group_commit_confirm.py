@@ -137,11 +137,17 @@ def test_the_next_round_is_written_while_one_awaits_its_followers(tmp_path: Path
         store.close()
 
 
+def _tapped_keys(tapped: list[list[tuple[str, int, bytes]]], store: KVStore) -> list[bytes]:
+    return [r.key for parts in tapped for _, _, frames in parts
+            for r in store.replica_records(frames)]
+
+
 def test_stepping_down_acknowledges_nothing_that_followers_did_not_confirm(
         tmp_path: Path) -> None:
     store = KVStore.open(tmp_path / "kv", durability="interval", interval_ms=60_000)
     gate = Gate()
-    store.set_replication_hooks(None, gate)
+    tapped: list[list[tuple[str, int, bytes]]] = []
+    store.set_replication_hooks(tapped.append, gate)
     try:
         gate.hold = True
         store.put(b"a", b"1")
@@ -160,10 +166,34 @@ def test_stepping_down_acknowledges_nothing_that_followers_did_not_confirm(
             pending.result(timeout=60)
         with pytest.raises(NotLeaderError):
             buffered.result(timeout=60)
-        store.put(b"c", b"3", sync=False)  # a write after stepping down (a follower's)
-        store.when_durable(store.write_ticket()).result(timeout=60)  # durable here: enough
+        # What was buffered went out through the tap before it was removed: the leader's
+        # sequence numbered it, so a rejoining node knows it holds it.
+        assert _tapped_keys(tapped, store) == [b"a", b"b"]
+        with pytest.raises(NotLeaderError):  # a follower takes no writes of its own
+            store.put(b"c", b"3", sync=False)
+        with pytest.raises(NotLeaderError):
+            store.write_batch([("put", b"c", b"3")], sync=False)
+        assert store.get(b"c") is None and store.raced_writes == 0
+        store.set_replication_hooks(tapped.append, gate)  # leading again
+        store.put(b"c", b"3", sync=True)
+        assert _tapped_keys(tapped, store)[-1] == b"c"
     finally:
         gate.release()
+        store.close()
+
+
+def test_a_put_that_raced_the_step_down_is_refused_and_counted(tmp_path: Path) -> None:
+    """put's lock-free path checks the refusal first and again after its write; one that
+    passed the first check before the step-down and wrote after it ends in _put_slow."""
+    store = KVStore.open(tmp_path / "kv", durability="interval", interval_ms=60_000)
+    store.set_replication_hooks(lambda parts: None, Gate())
+    try:
+        seg = store._active  # a put passed its check and took the active segment ...
+        store.set_replication_hooks(None, None)  # ... the node stepped down ...
+        with pytest.raises(NotLeaderError):  # ... and its second check sends it here
+            store._put_slow(seg, b"k", b"v", None)
+        assert store.raced_writes == 1  # the node counts it as a round it led alone
+    finally:
         store.close()
 
 
@@ -192,10 +222,16 @@ def test_a_stepped_down_event_store_refuses_appends_submitted_while_it_led(
             done(NotLeaderError("stepped down"))
         with pytest.raises(NotLeaderError):
             first.result()
-        later = deferred(store, "later")  # after the step-down: commits as usual
+        later = deferred(store, "later")  # after the step-down: refused too (a follower)
         store.commit_deferred()
-        assert later.result() >= 1
+        with pytest.raises(NotLeaderError):
+            later.result()
+        store.set_replication_hooks(lambda parts: None, gate)  # leading again
+        again = deferred(store, "again")
+        store.commit_deferred()
+        assert again.result() >= 1
         names = [e.event.type for e in store.read()]
-        assert "queued" not in names, "a refused append was written"
+        assert "queued" not in names and "later" not in names, "a refused append was written"
+        assert "again" in names
     finally:
         store.close()

@@ -124,6 +124,8 @@ class Node:
         self.known_nodes: set[str] = set()
         self.truncated_rounds = 0
         self.failovers = 0
+        self._deposed = False  # stepped down and not following anyone since
+        self._raced_seen = 0  # the stores' raced_writes already counted as a round
         self._restart = restart
         self._lease_id = 0
         self._renewed_at = 0.0  # monotonic send time of the last successful renewal
@@ -457,6 +459,10 @@ class Node:
             if client.failed is not None:
                 return  # a restart for a snapshot is under way
         self.role = "follower"
+        if self._deposed:  # the last chance to see a write that raced the step-down
+            self._deposed = False
+            if self._count_raced_writes():
+                node_state.save(self.dir, self.state)
         self.client = ReplicationClient(
             address=address, cluster=self.cluster, node=self.node_id, state=self.state,
             state_dir=self.dir, appliers={s.name: s.applier for s in self.stores.values()},
@@ -579,11 +585,27 @@ class Node:
             self.server.close()
             self.server = None
         self.state.lsn = seq.last_lsn
+        self._count_raced_writes()
         node_state.save(self.dir, self.state)
+        self._deposed = True
         self.sequencer = None
         self.lease.revoke()
         log.warning("role: follower (stepped down)", reason=reason, epoch=seq.epoch,
-                    lsn=seq.last_lsn)
+                    lsn=self.state.lsn)
+
+    def _count_raced_writes(self) -> bool:
+        """A write that raced this node's step-down is held here in no round the
+        sequence numbered (``KVStore.raced_writes``). Count one more round of the epoch
+        this node led: the new leader never had it, so the rejoin takes a snapshot
+        instead of keeping a write no other node holds. True when there was one."""
+        raced = sum(getattr(s.store, "raced_writes", 0) for s in self.stores.values())
+        if raced <= self._raced_seen:
+            return False
+        self._raced_seen = raced
+        self.state.lsn += 1
+        log.warning("a write raced the step-down: the rejoin takes a snapshot",
+                    raced_writes=raced, lsn=self.state.lsn)
+        return True
 
     # -- the leader's sync set -----------------------------------------------------------
     def _maintain_sync(self) -> None:

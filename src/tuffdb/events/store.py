@@ -47,7 +47,6 @@ from tuffdb.events.type_column import TypeColumn
 from tuffdb.events.writer import (
     MAX_BATCH_BYTES,
     MAX_BATCH_EVENTS,
-    REQUEST_SEQ,
     AppendRequest,
     Settled,
     Writer,
@@ -117,8 +116,7 @@ class EventStore:
         # events are in the log and published). The writer writes on meanwhile.
         self.round_tap: Callable[[list[tuple[str, int, bytes]]], None] | None = None
         self.confirm: Callable[[Callable[[BaseException | None], None]], None] | None = None
-        # After a step-down: appends submitted before ``_refuse_below`` are refused.
-        self._refuse_below = 0
+        # After a step-down, until hooks are installed again: appends are refused with it.
         self._refusal: BaseException | None = None
         self._written = 0  # the last position in the log (>= _head, the published one)
         self.sealed_from_memory = 0
@@ -351,19 +349,24 @@ class EventStore:
     def set_replication_hooks(
             self, tap: Callable[[list[tuple[str, int, bytes]]], None] | None,
             confirm: Callable[[Callable[[BaseException | None], None]], None] | None) -> None:
-        """Install (or with None, remove) a cluster leader's hooks (see ``round_tap``).
+        """Install a cluster leader's hooks (see ``round_tap``), or with ``confirm`` None
+        remove them (the node stepped down).
 
-        Removing them (the node stepped down) fences what was submitted so far: those
-        appends were routed here while this node led, and committed now they would be
-        answered without a follower's confirmation, so the writer refuses them
-        (``NotLeaderError``, nothing written). Later appends commit as usual."""
-        if confirm is None and self.confirm is not None:
-            self._refuse_below = next(REQUEST_SEQ)
-            self._refusal = NotLeaderError(
-                "this node stepped down before the append was committed: it is not "
-                "written; retry against the new leader")
-        self.round_tap = tap
-        self.confirm = confirm
+        Removing them waits for a drain in progress (it goes out through ``tap``, numbered
+        by the leader's sequence, so a node that rejoins knows it holds it), then refuses
+        every append not yet committed (``NotLeaderError``, nothing written) until hooks
+        are installed again: those routed here while this node led would be answered
+        without a follower's confirmation, and one written after would be held by this
+        node alone, in no round. Replica applies go on."""
+        with self._writer._commit_lock:
+            if confirm is None:
+                self._refusal = NotLeaderError(
+                    "this node stepped down before the append was committed: it is not "
+                    "written; retry against the new leader")
+            else:
+                self._refusal = None
+            self.round_tap = tap
+            self.confirm = confirm
 
     def _publish(self, head: int) -> None:
         """Make positions up to ``head`` visible to readers (a confirmed drain)."""

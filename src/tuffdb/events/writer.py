@@ -21,7 +21,6 @@ staged index entries are dropped and every request of the drain gets the error.
 
 from __future__ import annotations
 
-import itertools
 import queue
 import struct
 import threading
@@ -89,14 +88,11 @@ class Settled:
         return self._res
 
 
-REQUEST_SEQ = itertools.count(1)
-
-
 class AppendRequest:
     """One queued append; ``future`` resolves to the last position (or 0 / an error)."""
 
     __slots__ = (
-        "after", "condition", "future", "has_condition", "items", "nbytes", "seq", "tags",
+        "after", "condition", "future", "has_condition", "items", "nbytes", "tags",
         "tails", "tracking", "types", "uuids",
     )
 
@@ -124,7 +120,6 @@ class AppendRequest:
         self.condition = condition
         self.tracking = tracking
         self.nbytes = codec.nbytes(tails)
-        self.seq = next(REQUEST_SEQ)  # submission order (the step-down fence compares it)
         self.future: Future[int] | Settled = Settled() if settled else Future()
 
 
@@ -242,19 +237,12 @@ class Writer(threading.Thread):
     # -- one drain -------------------------------------------------------------------------
     def _commit(self, batch: list[AppendRequest]) -> None:  # noqa: C901, PLR0912, PLR0915
         st = self.store
-        if st._refusal is not None and st.round_tap is None:
-            # Stepped down: appends submitted while this node led are refused, not
-            # written (none was confirmed; EventStore.set_replication_hooks).
-            below = st._refuse_below
-            keep = []
+        if st._refusal is not None:
+            # Stepped down: appends are refused, not written (none could be confirmed,
+            # and this node leads no sequence to number them; set_replication_hooks).
             for req in batch:
-                if req.seq < below:
-                    req.future.set_exception(st._refusal)
-                else:
-                    keep.append(req)
-            if not keep:
-                return
-            batch = keep
+                req.future.set_exception(st._refusal)
+            return
         log = st._log
         planner = st._planner
         durable_head = st._written  # in the log (published, or waiting for followers)

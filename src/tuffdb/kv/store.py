@@ -209,6 +209,11 @@ class KVStore(MutableMapping[bytes, bytes]):
         # Called with every durable round's frames, ``[(log name, file offset, bytes)]``,
         # before its waiters are released: how a cluster leader ships its log (cluster/).
         self.round_tap: Callable[[list[tuple[str, int, bytes]]], None] | None = None
+        # A cluster node that does not lead refuses writes with this (replica applies and
+        # expiry go on); ``raced_writes`` counts puts that slipped past it (see
+        # :meth:`set_replication_hooks`).
+        self._refusal: BaseException | None = None
+        self.raced_writes = 0
         try:
             next_id = recovery.recover(self)
         except BaseException:
@@ -274,7 +279,7 @@ class KVStore(MutableMapping[bytes, bytes]):
             value = _as_bytes(value, "value")
         if len(key) > MAX_KEY_SIZE or len(value) > MAX_VALUE_SIZE:
             self._too_big(key, value)
-        if self._closed or self._poison.cause is not None:
+        if self._closed or self._poison.cause is not None or self._refusal is not None:
             self._check_writable()
         if ttl is not None and ttl <= 0:  # expired on arrival: the key ends up absent
             self.delete(key, sync=sync)
@@ -308,7 +313,7 @@ class KVStore(MutableMapping[bytes, bytes]):
             self._touched.add(key)
         seg.bytes += size
         self.changes += 1
-        if seg.sealed or seg.bytes >= self._hot_bytes:
+        if seg.sealed or seg.bytes >= self._hot_bytes or self._refusal is not None:
             self._put_slow(seg, key, value, ttl)
         if sync is None:
             if self._durability != "always":
@@ -319,6 +324,12 @@ class KVStore(MutableMapping[bytes, bytes]):
 
     def _put_slow(self, seg: HotSegment, key: bytes, value: bytes, ttl: float | None) -> None:
         with self._lock:
+            if self._refusal is not None:
+                # This put passed the check before the node stepped down and wrote after:
+                # it is in the hot tier but in no round the leader numbered. The node
+                # counts it (a rejoin then takes a snapshot) and the writer is refused.
+                self.raced_writes += 1
+                raise self._refusal
             if seg.sealed:
                 self._check_writable()
                 active = self._active
@@ -398,16 +409,33 @@ class KVStore(MutableMapping[bytes, bytes]):
     def set_replication_hooks(
             self, tap: Callable[[list[tuple[str, int, bytes]]], None] | None,
             confirm: Callable[[Callable[[BaseException | None], None]], None] | None) -> None:
-        """Install (or with None, remove) a cluster leader's hooks: ``tap`` gets every
-        durable round's frames, ``confirm(callback)`` calls back once followers confirmed
-        them; the round's writers are answered then (``GroupCommitter.confirm``)."""
-        self.round_tap = tap
-        if confirm is None:
-            self._committer.stop_confirming(NotLeaderError(
-                "this node stepped down before followers confirmed the write: it is not "
-                "acknowledged; retry against the new leader"))
-        else:
+        """Install a cluster leader's hooks, or with ``confirm`` None remove them (the node
+        stepped down). ``tap`` gets every durable round's frames, ``confirm(callback)``
+        calls back once followers confirmed them; the round's writers are answered then
+        (``GroupCommitter.confirm``).
+
+        Stepping down refuses writes from then on (``NotLeaderError``; replica applies and
+        expiry go on) until hooks are installed again, and first runs one more round
+        through ``tap``: the writes made while leading and not yet in a round go out
+        numbered by the leader's sequence, so a node that rejoins knows it holds them
+        (written alone, they would be in no round and it could not tell). A put that
+        raced the refusal is counted in ``raced_writes`` for the same reason."""
+        if confirm is not None:
+            with self._lock:
+                self._refusal = None
+            self.round_tap = tap
             self._committer.confirm = confirm
+            return
+        refusal = NotLeaderError(
+            "this node stepped down before followers confirmed the write: it is not "
+            "acknowledged; retry against the new leader")
+        with self._lock:
+            self._refusal = refusal
+        if self._logged and self.round_tap is not None and not self._poison:
+            with self._committer.exclusive():
+                self.round_tap = None
+        self.round_tap = None
+        self._committer.stop_confirming(refusal)
 
     def replica_apply(self, frames: bytes, where: str = "replicated log bytes") -> int:
         """Apply a leader's committed log frames (a cluster follower; ``cluster/``).
@@ -443,7 +471,7 @@ class KVStore(MutableMapping[bytes, bytes]):
     def replica_apply_records(self, records: list[Record]) -> int:
         """Apply :meth:`replica_records`' result; returns a ticket (see :meth:`replica_apply`)."""
         with self._lock:
-            self._check_writable()
+            self._check_open()
             seg = self._active
             index, pending = seg.index, seg.pending
             for r in records:
@@ -595,10 +623,15 @@ class KVStore(MutableMapping[bytes, bytes]):
             raise LimitExceeded(f"key is {len(key)} bytes; the limit is {MAX_KEY_SIZE}")
         raise LimitExceeded(f"value is {len(value)} bytes; the limit is {MAX_VALUE_SIZE}")
 
-    def _check_writable(self) -> None:
+    def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("the store is closed; open it again")
         self._poison.check()
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._refusal is not None:
+            raise self._refusal
 
     def _seal_locked(self, *, wait: bool = True) -> None:
         seg = self._active
@@ -1082,7 +1115,7 @@ class KVStore(MutableMapping[bytes, bytes]):
             # and let the background thread resolve the future once everything is spilled.
             fut: Future[None] = Future()
             with self._lock:
-                self._check_writable()
+                self._check_open()
                 if self._active.index:
                     self._seal_locked(wait=False)
                 self._requests.append(("spill_until", None, fut))
@@ -1126,7 +1159,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         if mode not in DURABILITY_MODES:
             raise ProgrammingError(f"durability must be one of {DURABILITY_MODES}")
         with self._lock:
-            self._check_writable()
+            self._check_open()
             if interval_ms is not None:
                 self._interval_ms = interval_ms
             logged = mode != "none"
@@ -1149,12 +1182,12 @@ class KVStore(MutableMapping[bytes, bytes]):
         """Make every write so far durable (seal and spill when no log is kept)."""
         if self._logged:
             with self._lock:
-                self._check_writable()
+                self._check_open()
                 ticket = self._committer.ticket()
             self._committer.wait(ticket)
             return
         with self._lock:
-            self._check_writable()
+            self._check_open()
             if self._active.index:
                 self._seal_locked()
             target = self._active.id
