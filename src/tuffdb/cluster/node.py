@@ -29,6 +29,7 @@ the leader key. One control thread renews it every third of the TTL and runs the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -276,38 +277,43 @@ class Node:
         # (paused, cut off). An unbounded wait would hold this executor thread, and with it
         # a restart of this process (asyncio waits for its executor's threads), forever.
         timeout = self.config.confirm_timeout_ms / 1000 + FORWARD_MARGIN_S
-        for attempt in (0, 1):
-            sock = None
-            with self._forward_lock:
-                idle = self._forward_idle.get(address)
-                if idle and attempt == 0:
-                    sock = idle.pop()
-            try:
-                if sock is None:
-                    sock = connect(address)
-                sock.settimeout(timeout)
-                wire.send(sock, wire.Msg.FORWARD, {**fields, "kind": kind}, blob)
-                msg, header, out = wire.recv(sock)
-                if msg != wire.Msg.FORWARD_REPLY:
-                    raise ProtocolError(f"expected FORWARD_REPLY, got {msg.name}")
-            except TimeoutError:  # sent, unanswered: never retried (it may have been applied)
-                if sock is not None:
+        # Sent at most once: once the request went out the leader may have applied it, so
+        # a broken connection is not retried (a pooled one the leader closed while it sat
+        # idle is replaced before anything is sent on it).
+        sock = None
+        with self._forward_lock:
+            idle = self._forward_idle.get(address, [])
+            while idle and sock is None:
+                sock = idle.pop()
+                if not _open(sock):
                     sock.close()
-                return {"code": 4, "message": f"the leader did not answer within {timeout:g} s; "
-                                              "the request may or may not have taken effect"}, b""
-            except (OSError, ConnectionError, ProtocolError) as exc:
-                if sock is not None:
-                    sock.close()
-                if attempt == 0:
-                    continue
-                return {"code": 14, "message": f"the leader cannot be reached: {exc}"}, b""
-            with self._forward_lock:
-                self._forward_idle.setdefault(address, []).append(sock)
-            lsn = header.get("lsn")
-            if isinstance(lsn, int):
-                self.read_own_write(lsn)
-            return header, out
-        return {"code": 14, "message": "unreachable"}, b""  # pragma: no cover
+                    sock = None
+        try:
+            if sock is None:
+                sock = connect(address)
+        except OSError as exc:
+            return {"code": 14, "message": f"the leader cannot be reached: {exc}"}, b""
+        try:
+            sock.settimeout(timeout)
+            wire.send(sock, wire.Msg.FORWARD, {**fields, "kind": kind}, blob)
+            msg, header, out = wire.recv(sock)
+            if msg != wire.Msg.FORWARD_REPLY:
+                raise ProtocolError(f"expected FORWARD_REPLY, got {msg.name}")
+        except TimeoutError:
+            sock.close()
+            return {"code": 4, "message": f"the leader did not answer within {timeout:g} s; "
+                                          "the request may or may not have taken effect"}, b""
+        except (OSError, ConnectionError, ProtocolError) as exc:
+            sock.close()
+            return {"code": 14, "message": f"the connection to the leader failed after the "
+                                           f"request was sent ({exc}); it may or may not "
+                                           "have taken effect"}, b""
+        with self._forward_lock:
+            self._forward_idle.setdefault(address, []).append(sock)
+        lsn = header.get("lsn")
+        if isinstance(lsn, int):
+            self.read_own_write(lsn)
+        return header, out
 
     def required(self) -> int:
         """Followers whose acknowledgement a durable write needs."""
@@ -664,6 +670,23 @@ class Node:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         return lsn, files, lambda: shutil.rmtree(staging, ignore_errors=True)
+
+
+def _open(sock: socket.socket) -> bool:
+    """Whether a pooled connection is still open: no end of stream (nor stray bytes)
+    waiting on it."""
+    timeout = sock.gettimeout()
+    try:
+        sock.setblocking(False)  # (with a timeout set, recv would wait for data)
+        sock.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return True  # nothing to read: open
+    except OSError:
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            sock.settimeout(timeout)
+    return False  # the end of the stream, or bytes nobody asked for
 
 
 def _reader(path: Path) -> Callable[[int, int], bytes]:

@@ -3,8 +3,14 @@
 The request goes out as the client sent it (method, path, headers, body; HTTP/1.1 with
 ``Content-Length``) on a kept-alive connection to the leader, and the leader's status,
 content type, body and headers come back unchanged: the client sees what the leader
-answered. Connections are pooled per leader address; a connection the leader closed is
-replaced once. If no leader is known, or it cannot be reached, the client gets 503.
+answered. Connections are pooled per leader address; a pooled one the leader closed while
+it sat idle is replaced before anything is sent on it.
+
+A request is sent at most once: once its bytes went out, the leader may have applied it,
+so a broken connection or a missing answer is never retried here (a second try could
+apply a write twice). The client gets 503 (retryable) only when nothing was sent: no
+leader is known, or it cannot be reached. Sent and unanswered it gets 502 (the connection
+broke) or 504 (no answer within ``TIMEOUT_S``): the write may or may not have taken effect.
 """
 
 from __future__ import annotations
@@ -46,28 +52,33 @@ class Forwarder:
             # Forwarded once already and this node does not lead either (the two disagree
             # for a moment during a failover): never a second hop, never a loop.
             return _unavailable("the cluster is changing leader; retry shortly")
-        for attempt in (0, 1):
-            conn = await self._connection(address, fresh=attempt == 1)
-            if conn is None:
-                return _unavailable(f"the cluster leader at {address} cannot be reached")
-            reader, writer = conn
-            try:
-                writer.write(_encode(req, address))
-                resp = await asyncio.wait_for(_read_response(reader), TIMEOUT_S)
-            except (OSError, asyncio.IncompleteReadError, ValueError, TimeoutError):
-                writer.close()
-                if attempt == 0:
-                    continue  # a pooled connection the leader closed: one fresh try
-                return _unavailable(f"the cluster leader at {address} did not answer")
-            self._idle.setdefault(address, []).append(conn)
-            return resp
-        return _unavailable("unreachable")  # pragma: no cover - the loop always returns
+        conn = await self._connection(address)
+        if conn is None:
+            return _unavailable(f"the cluster leader at {address} cannot be reached")
+        reader, writer = conn
+        try:
+            writer.write(_encode(req, address))
+            resp = await asyncio.wait_for(_read_response(reader), TIMEOUT_S)
+        except TimeoutError:
+            writer.close()
+            return _unanswered(504, f"the cluster leader at {address} did not answer within "
+                                    f"{TIMEOUT_S:g} s")
+        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            writer.close()
+            return _unanswered(502, f"the connection to the cluster leader at {address} "
+                                    f"failed before its answer ({type(exc).__name__})")
+        self._idle.setdefault(address, []).append(conn)
+        return resp
 
-    async def _connection(self, address: str, *, fresh: bool
+    async def _connection(self, address: str
                           ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         idle = self._idle.get(address)
-        if idle and not fresh:
-            return idle.pop()
+        while idle:
+            reader, writer = idle.pop()
+            if reader.at_eof() or reader.exception() is not None or writer.is_closing():
+                writer.close()  # the leader closed it while it sat idle: never used
+                continue
+            return reader, writer
         host, _, port = address.rpartition(":")
         try:
             return await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)),
@@ -129,7 +140,16 @@ async def _read_response(reader: asyncio.StreamReader) -> Response:
 
 
 def _unavailable(message: str) -> Response:
+    """Nothing was sent: the client may retry (the ekoDB client does, on 503)."""
     import json  # noqa: PLC0415 - cold path
 
     return Response(503, json.dumps({"code": 503, "message": message}).encode(),
                     headers=[("Retry-After", "1")])
+
+
+def _unanswered(status: int, message: str) -> Response:
+    """Sent, and no answer came back: the write may or may not have taken effect."""
+    import json  # noqa: PLC0415 - cold path
+
+    text = f"{message}: the write may or may not have taken effect; read before retrying"
+    return Response(status, json.dumps({"code": status, "message": text}).encode())
