@@ -280,3 +280,33 @@ def test_data_survives_a_clean_restart(tmp_path: Path) -> None:
     finally:
         c.close()
         proc.stop()
+
+
+def _changes(r: redis.Redis) -> int:
+    return int(r.info("persistence")["tuffdb_changes"])
+
+
+def test_pipelined_no_op_sadd_and_zadd_write_nothing(r: redis.Redis) -> None:
+    """A pipeline of SADDs of a present member, or ZADDs of an unchanged score, runs as
+    one batch; like the single commands it writes nothing (so under ``always`` it is
+    answered as a read, without an fsync round of its own). Changes do get written."""
+    r.sadd("s", "m")
+    r.zadd("z", {"m": 1.0})
+    before = _changes(r)
+    with r.pipeline(transaction=False) as p:
+        for _ in range(16):
+            p.sadd("s", "m")
+        assert p.execute() == [0] * 16
+    with r.pipeline(transaction=False) as p:
+        for _ in range(16):
+            p.zadd("z", {"m": 1.0})
+        assert p.execute() == [0] * 16
+    assert _changes(r) == before, "a batch that changed nothing wrote"
+    with r.pipeline(transaction=False) as p:
+        p.sadd("s", "m")
+        p.sadd("s", "n")
+        p.zadd("z", {"m": 2.0})
+        p.zadd("z", {"m": 2.0})
+        assert p.execute() == [0, 1, 0, 0]
+    assert _changes(r) > before
+    assert r.smembers("s") == {b"m", b"n"} and r.zscore("z", "m") == 2.0

@@ -261,6 +261,7 @@ def _sections(c: Conn) -> dict[str, list[tuple[str, object]]]:
         "persistence": [("loading", 0), ("aof_enabled", 1),
                         ("appendfsync", srv.appendfsync),
                         *((f"tuffdb_{k}", v) for k, v in _engine_stats(srv).items()),
+                        ("tuffdb_changes", srv.store.changes),  # writes applied (a counter)
                         ("tuffdb_swept_entries", srv.sweeper.deleted),
                         ("tuffdb_sweeper_busy", int(srv.sweeper.busy)),
                         ("rdb_last_save_time", srv.last_save),

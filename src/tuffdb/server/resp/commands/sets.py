@@ -67,6 +67,7 @@ def sadd_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
                 sets[a[1]] = Coll(c, a[1], TAG_SET, create=True)
     except CommandError:
         return []  # WRONGTYPE: one by one gives each command its reply (nothing written)
+    sizes = {key: st.size for key, st in sets.items()}
     per_cmd = [[elements(sets[a[1]].cid) + m for m in a[2:]] for a in cmds]
     wanted = list(dict.fromkeys(k for keys in per_cmd for k in keys))
     present = {k for k, v in zip(wanted, c.db.get_many(wanted), strict=True) if v is not None}
@@ -78,11 +79,14 @@ def sadd_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
         ops.extend((k, b"") for k in new)
         sets[a[1]].size += len(new)
         out.append(reply.integer(len(new)))
-    for st in sets.values():
+    # Only the sets that changed are written (as sadd does): a batch that added nothing
+    # writes nothing, so under ``always`` it is answered as a read, without a round.
+    changed = [st for st in sets.values() if st.size != sizes[st.key] or not st.existed]
+    for st in changed:
         ops.extend(st.ops)
         st.ops = ops
         st.close(set_meta(st.cid, st.size))
-    commit_batch(c, ops, list(sets))
+    commit_batch(c, ops, [st.key for st in changed])
     return out
 
 

@@ -459,12 +459,15 @@ def zadd_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
             z.put(a[3], old, score)
         known[mkey] = score
         out.append(reply.ONE if old is None else reply.ZERO)
-    for z in zsets.values():
+    # Only the zsets that changed are written (as zadd does): a batch of unchanged
+    # scores writes nothing, so under ``always`` it is answered as a read.
+    changed = [z for z in zsets.values() if z.ops or not z.existed]
+    for z in changed:
         ops.extend(z.ops)
         z.ops = ops
         z.close(z.meta())
-    commit_batch(c, ops, list(zsets))
-    for z in zsets.values():
+    commit_batch(c, ops, [z.key for z in changed])
+    for z in changed:
         c.srv.signal(z.key, z.meta() or b"")
     return out
 
