@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 
@@ -260,8 +260,9 @@ def test_pipelined_random_sequences_reply_like_redis(servers: tuple[int, int],
     assert run_pipelined(servers[0], full) == run_pipelined(servers[1], full)
 
 
-def run_pipelines(port: int, pipelines: list[list[tuple[str, ...]]]) -> list[bytes]:
-    """Send each pipeline in one write on one connection; the replies of each, in order."""
+def run_pipelines(port: int, pipelines: list[list[tuple[str, ...]]]) -> list[list[object]]:
+    """Send each pipeline in one write on one connection; the replies of each, in order
+    (normalised as :func:`normalise` does)."""
     c = RawClient(port)
     try:
         c.call("FLUSHALL")
@@ -271,11 +272,9 @@ def run_pipelines(port: int, pipelines: list[list[tuple[str, ...]]]) -> list[byt
                 b"*%d\r\n" % len(cmd) + b"".join(b"$%d\r\n%b\r\n" % (len(p), p)
                                                  for p in (a.encode() for a in cmd))
                 for cmd in script))
-            pos = 0
-            for _ in script:
-                pos = c._frame_end(pos)  # noqa: SLF001
-            out.append(c.buf[:pos])
-            c.buf = c.buf[pos:]
+            # Each reply with the order Redis does not promise taken out (HKEYS, SMEMBERS
+            # in the setup pipeline: a small Redis hash answers in insertion order).
+            out.append([normalise(cmd, c.read()) for cmd in script])
         return out
     finally:
         c.close()
@@ -298,6 +297,8 @@ ONE_COMMAND_PIPELINE_ST = st.one_of(
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(setup=st.lists(COMMAND_ST, max_size=10),
        pipelines=st.lists(ONE_COMMAND_PIPELINE_ST, min_size=1, max_size=4))
+@example(setup=[("HSET", "a", "g", "", "f", ""), ("HKEYS", "a")],  # found by a CI run:
+         pipelines=[[("GET", "a"), ("GET", "a")]])  # HKEYS's order is not promised
 def test_pipelines_of_one_command_reply_like_redis(servers: tuple[int, int],
                                                    setup: list[tuple[str, ...]],
                                                    pipelines: list[list[tuple[str, ...]]]) -> None:
