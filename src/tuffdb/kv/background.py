@@ -114,7 +114,8 @@ def spill(store: KVStore, seg: HotSegment) -> None:
         # cache: one big spill must not push the whole working set out.
         blocks: list[bytes] | None = [] if seg.bytes <= store._cache_limit >> 1 else None
         cold, entries = write_segment(store._dir, seg.id, seg.id, keys, vals, seg.expiry,  # type: ignore[arg-type]
-                                      store._codec, blocks_out=blocks)
+                                      store._codec, blocks_out=blocks,
+                                      block_size=store.block_bytes)
         if blocks:
             base = cold.id << BLOCK_BITS
             for b, raw in enumerate(blocks):

@@ -69,7 +69,8 @@ from tuffdb.storage.files import (
     writev_all,
 )
 
-BLOCK_TARGET_SIZE = 16 << 10
+BLOCK_TARGET_SIZE = 16 << 10  # the default; a store may choose another (KVStore block_bytes)
+MIN_BLOCK_SIZE, MAX_BLOCK_SIZE = 1 << 10, 512 << 10  # value offsets in a block stay < 2^20
 DATA_SUFFIX = ".dat"
 HINT_SUFFIX = ".hint"
 STUB_SUFFIX = ".tier"  # a tiered segment's stub (kv/tier.py)
@@ -117,11 +118,13 @@ def write_segment(
     codec: Codec,
     supersedes: tuple[int, ...] = (),
     blocks_out: list[bytes] | None = None,
+    block_size: int = BLOCK_TARGET_SIZE,
 ) -> tuple[ColdSegment, Entries]:
     """Write a cold segment and its hint durably; ``values[i] is None`` is a tombstone.
 
     ``blocks_out``, if given, receives each block's decoded bytes in block order (what a
-    read of that block returns), for the caller to put in its block cache."""
+    read of that block returns), for the caller to put in its block cache. A block closes
+    once its records reach ``block_size`` bytes (a writer's choice: readers take any)."""
     n = len(keys)
     tombs = [i for i, v in enumerate(values) if v is None] if None in values else []
     vals = [b"" if v is None else v for v in values] if tombs else values
@@ -142,7 +145,7 @@ def write_segment(
                 hsz[i] = RECORD_TTL_SIZE
     sizes = hsz + klens + vlens
     starts = np.cumsum(sizes) - sizes
-    _, block_no = np.unique(starts // BLOCK_TARGET_SIZE, return_inverse=True)
+    _, block_no = np.unique(starts // block_size, return_inverse=True)
     block_no = block_no.astype(np.int64).reshape(-1)
     firsts = np.flatnonzero(np.diff(block_no, prepend=-1))
     nblocks = len(firsts)

@@ -122,7 +122,8 @@ def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
         all_keys = keys + list(tombs)
         all_vals = vals + [None] * len(tombs)
         out, entries = write_segment(store._dir, new_id, seq, all_keys, all_vals, expiry,
-                                     store._codec, supersedes=tuple(sorted(ids)))
+                                     store._codec, supersedes=tuple(sorted(ids)),
+                                     block_size=store.block_bytes)
         new_locs = entries.locations(new_id)
         out.live_bytes = live_bytes
     if out is not None:

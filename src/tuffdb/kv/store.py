@@ -45,7 +45,7 @@ from tuffdb.errors import (
 )
 from tuffdb.kv import background, recovery
 from tuffdb.kv.check import check_store, store_stats
-from tuffdb.kv.cold import ColdSegment
+from tuffdb.kv.cold import BLOCK_TARGET_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, ColdSegment
 from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES, TOMBSTONE, HotSegment
 from tuffdb.kv.ordered import OrderedKeys
 from tuffdb.kv.records import Record, iter_records
@@ -122,11 +122,17 @@ class KVStore(MutableMapping[bytes, bytes]):
         expiry_interval_s: float = 1.0,
         clock: Callable[[], float] = time.time,
         tier_cache_bytes: int = 256 << 20,
+        block_bytes: int = BLOCK_TARGET_SIZE,
     ) -> KVStore:
         """Open (creating if needed) the store in directory ``path``.
 
         ``tier_cache_bytes`` bounds the local cache of segments kept in an archive
         (tiering, kv/tier.py; only used once a segment is tiered).
+        ``block_bytes`` is the raw size at which a cold block closes (1-512 KiB): a
+        block-cache miss reads and decodes one block, so smaller blocks make point reads
+        out of cache cheaper and a cache hold more distinct records; larger ones compress
+        better and cost the spill less per byte (docs/design/kv.md). Existing segments keep
+        theirs.
 
         :raises LockTimeout: another process has the directory open.
         :raises WrongKeyError: ``encryption_key`` does not match the data.
@@ -136,18 +142,22 @@ class KVStore(MutableMapping[bytes, bytes]):
             raise ProgrammingError(f"durability must be one of {DURABILITY_MODES}")
         if interval_ms <= 0 or hot_bytes <= 0 or cache_bytes < 0:
             raise ProgrammingError("interval_ms and hot_bytes must be > 0, cache_bytes >= 0")
+        if not MIN_BLOCK_SIZE <= block_bytes <= MAX_BLOCK_SIZE:
+            raise ProgrammingError(f"block_bytes must be between {MIN_BLOCK_SIZE} and "
+                                   f"{MAX_BLOCK_SIZE}")
         return cls(
             Path(path), durability=durability, interval_ms=interval_ms, cache_bytes=cache_bytes,
             hot_bytes=hot_bytes, codec=Codec(compression=compression, key=encryption_key),
             max_sealed=max_sealed, compaction_threshold=compaction_threshold,
             background_compaction=background_compaction, expiry_interval_s=expiry_interval_s,
-            clock=clock, tier_cache_bytes=tier_cache_bytes,
+            clock=clock, tier_cache_bytes=tier_cache_bytes, block_bytes=block_bytes,
         )
 
     def __init__(self, directory: Path, *, durability: str, interval_ms: int, cache_bytes: int,
                  hot_bytes: int, codec: Codec, max_sealed: int, compaction_threshold: float,
                  background_compaction: bool, expiry_interval_s: float,
-                 clock: Callable[[], float], tier_cache_bytes: int = 256 << 20) -> None:
+                 clock: Callable[[], float], tier_cache_bytes: int = 256 << 20,
+                 block_bytes: int = BLOCK_TARGET_SIZE) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self._dir = directory
         self._dirlock = DirLock(directory)
@@ -174,6 +184,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         # Tiering (kv/tier.py): segments whose bytes live in an archive read through a
         # local cache of this size; the state (kv.tier.Tier) is made on first use.
         self._tier_cache_bytes = tier_cache_bytes
+        self.block_bytes = block_bytes
         self._tier: Any = None
         self._cache: OrderedDict[int, bytes] = OrderedDict()  # block id -> decoded block
         self._cache_size = 0

@@ -34,7 +34,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from tuffdb.documents.database import Database
+from tuffdb.documents.database import BLOCK_BYTES, Database
 from tuffdb.log import configure as configure_logging
 from tuffdb.log import get_logger
 from tuffdb.security.auth import KeyRing
@@ -124,7 +124,8 @@ class EkoDBFace:
                           interval_ms=config.interval_ms, encryption_key=key,
                           hot_bytes=STORAGE_MODES[self.settings.storage_mode][0],
                           cache_bytes=STORAGE_MODES[self.settings.storage_mode][1],
-                          tier_cache_bytes=int(getattr(config, "tier_cache_mb", 256)) << 20)
+                          tier_cache_bytes=int(getattr(config, "tier_cache_mb", 256)) << 20,
+                          block_bytes=BLOCK_BYTES)
         self.db = Database(kv, sync=False)
         node = cluster_node()
         # In a cluster nothing is written here until this node leads (a follower's store
