@@ -118,6 +118,14 @@ class Collection(CollectionMeta):
         data: bytes | None = self.db.kv.get(self._key(rid))
         return data
 
+    def stored_many(self, rids: list[str]) -> list[bytes | None]:
+        """``[stored(r) for r in rids]`` in one engine call (``KVStore.get_many``)."""
+        ok = [isinstance(r, str) and "\x00" not in r for r in rids]
+        if not all(ok):
+            return [self.stored(r) if good else None for r, good in zip(rids, ok, strict=True)]
+        prefix = self._prefix
+        return self.db.kv.get_many([prefix + r.encode() for r in rids])
+
     def _scan(self) -> Iterator[dict[str, Any]]:
         n = len(self._prefix)
         for key, data in self.db.kv.scan(self._prefix):

@@ -77,18 +77,21 @@ def _exact_boost(record: dict[str, Any], fields: set[str], phrase: str, case: bo
     return 1.0
 
 
-def _load_projected(coll: Collection, rid: str, select: list[str] | None,
+_UNREAD = object()  # past the records read in one call
+
+
+def _load_projected(coll: Collection, rid: str, data: bytes | None, select: list[str] | None,
                     exclude: list[str] | None) -> dict[str, Any] | None:
-    """Record ``rid`` projected, or None (gone or expired). With a projection, vectors are
-    decoded only if kept (most of the decoding time of a record holding one)."""
+    """Record ``rid``, whose stored bytes are ``data``, projected; None if gone or expired.
+    With a projection, vectors are decoded only if kept (most of the decoding time of a
+    record holding one)."""
+    if data is None:
+        return None
     if select or exclude:
-        data = coll.stored(rid)
-        if data is None:
-            return None
         fields, ttl, _ = codec.unpack_record(data, lazy_vectors=True)
-        if ttl is None:  # else the full load below applies expiry and touch
+        if ttl is None:  # else the full decode below applies expiry and touch
             return codec.materialise(project({"id": rid, **fields}, select, exclude))
-    rec = coll.load(rid)
+    rec = coll.decode_stored(rid, data)[0]
     return None if rec is None else project(rec, select, exclude)
 
 
@@ -136,12 +139,19 @@ def search(coll: Collection, query: str = "", **options: Any) -> dict[str, Any]:
         top = sorted(boosted, key=lambda t: (-t[0], t[1]))
     select, exclude = _names(o.get("select_fields")), _names(o.get("exclude_fields"))
     results: list[dict[str, Any]] = []
+    # the first ``limit`` records in one engine call; any after them (when some expired
+    # since they were indexed) one by one
+    first = iter(coll.stored_many([rid for _, rid, _ in top[:limit] if rid not in records]))
     for score, rid, fields in top:
         if len(results) >= limit:
             break
         rec = records.get(rid)
-        out = (project(rec, select, exclude) if rec is not None
-               else _load_projected(coll, rid, select, exclude))
+        if rec is not None:
+            out = project(rec, select, exclude)
+        else:
+            data = next(first, _UNREAD)
+            out = _load_projected(coll, rid, coll.stored(rid) if data is _UNREAD else data,
+                                  select, exclude)
         if out is None:  # expired since it was indexed
             total -= 1
             continue

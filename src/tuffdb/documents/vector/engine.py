@@ -107,6 +107,10 @@ def _check_recall(value: Any) -> float:
     return r
 
 
+def _rank_key(hit: tuple[str, float]) -> tuple[float, str]:
+    return -hit[1], hit[0]
+
+
 class VectorEngine:
     """Exact + hnsw search of one ``(field, metric)``; see the module docstring."""
 
@@ -450,14 +454,15 @@ class VectorEngine:
                     q, k=want, num_threads=1, filter=lambda lb: names[lb] in ok)
         except RuntimeError:  # the filtered walk found fewer than k: score exactly
             return self.flat.top(prepared, k, allowed=allowed)
-        ranked = [(rid, s) for rid, s in zip(map(names.__getitem__, labels[0].tolist()),
-                                             self._score(dist[0]).tolist(), strict=True)
-                  if rid is not None]
+        scores = self._score(dist[0]).tolist()  # best first, as hnswlib returns them
+        ranked = [(rid, s) for rid, s in zip(map(names.__getitem__, labels[0].tolist()), scores,
+                                             strict=True) if rid is not None]
         # not in the graph, scored exactly: the holdout (its own small matrix) and the queue;
         # only what beats the graph's k-th result can change the answer
-        above = min(s for _, s in ranked) if len(ranked) >= k else None
+        above = ranked[-1][1] if len(ranked) >= k else None  # the k-th score
         extra: list[tuple[str, float]] = []
-        if self.holdout:
+        if self.holdout and (allowed is not None or above is None
+                             or self.outside.best(prepared) >= above):
             extra += self.outside.top(prepared, k, above=above, allowed=None if allowed is None
                                       else [r for r in self.holdout if r in allowed])
         if self.pending:
@@ -465,7 +470,9 @@ class VectorEngine:
                                    if allowed is None else [r for r in self.pending if r in allowed])
         if extra:
             ranked = list({**dict(ranked), **dict(extra)}.items())
-        ranked.sort(key=lambda t: (-t[1], t[0]))
+            ranked.sort(key=_rank_key)
+        elif len(set(scores)) < len(scores):  # a tie: equal scores go by id
+            ranked.sort(key=_rank_key)
         if len(ranked) < k and allowed is not None:
             return self.flat.top(prepared, k, allowed=allowed)
         return ranked[:k]
