@@ -461,8 +461,7 @@ class VectorEngine:
         # only what beats the graph's k-th result can change the answer
         above = ranked[-1][1] if len(ranked) >= k else None  # the k-th score
         extra: list[tuple[str, float]] = []
-        if self.holdout and (allowed is not None or above is None
-                             or self.outside.best(prepared) >= above):
+        if self.holdout:
             extra += self.outside.top(prepared, k, above=above, allowed=None if allowed is None
                                       else [r for r in self.holdout if r in allowed])
         if self.pending:

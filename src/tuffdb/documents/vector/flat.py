@@ -153,15 +153,6 @@ class FlatIndex:
         dist = np.sqrt(np.maximum(sq - 2.0 * dots + float(query @ query), 0.0))
         return np.asarray(1.0 / (1.0 + dist))
 
-    def best(self, query: np.ndarray) -> float:
-        """The best score of any row for a :meth:`prepared` query (-inf when empty)."""
-        n = len(self.ids)
-        if not n:
-            return -math.inf
-        if self.metric == "euclidean":
-            return float(self.scores(query).max())
-        return float(_matvec(self.matrix[:n], query).max())
-
     def top(self, query: np.ndarray, k: int, *, allowed: Collection[str] | None = None,
             above: float | None = None) -> list[tuple[str, float]]:
         """The ``k`` best ``(id, score)`` for a :meth:`prepared` query, best first;
