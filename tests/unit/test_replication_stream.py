@@ -155,3 +155,45 @@ def test_a_follower_that_restarts_catches_up_from_the_ring(tmp_path: Path) -> No
         seq.close()
         follower.close()
         leader.close()
+
+
+def test_a_round_handed_to_a_closed_sequencer_is_refused_and_later_rounds_go_on(
+        tmp_path: Path) -> None:
+    """A leader steps down: its sequencer closes, then each store runs one last round
+    through its hooks (the writes made while leading go out numbered). The confirmer
+    thread may have ended by then. That round must still be called back (refused), or
+    every later round of the store waits behind it for ever: a deposed node's replication
+    stream then stalls in its first flush (seen in the cluster history test)."""
+    kv = KVStore.open(tmp_path / "kv", durability="always")
+    other = KVStore.open(tmp_path / "new-leader", durability="always")
+    lease = Lease(ttl_s=3600, margin_s=1)
+    lease.renewed(time.monotonic())
+    seq = Sequencer(epoch=7, last_lsn=0, lease=lease, required=lambda: 0, timeout_s=2.0)
+    try:
+        kv.set_replication_hooks(seq.tap("kv"), seq.confirm_later("kv"))
+        kv.put(b"a", b"1")  # confirmed at once (no follower required); starts the confirmer
+        kv.put(b"b", b"2", sync=False)  # written while leading, in no round yet
+        seq.close()
+        confirmer = seq._confirmer
+        assert confirmer is not None
+        confirmer.join(WAIT_S)
+        assert not confirmer.is_alive()  # it ended: nothing was pending
+        refused: list[BaseException | None] = []
+        seq.confirm_later("kv")(refused.append)
+        assert len(refused) == 1
+        assert isinstance(refused[0], NotLeaderError)
+        kv.set_replication_hooks(None, None)  # the last round, through the closed sequencer
+        # The round after the last one is refused too (it would carry a put that raced
+        # the step-down: GroupCommitter.stop_confirming) ...
+        with pytest.raises(NotLeaderError):
+            kv.when_durable(kv.write_ticket()).result(timeout=WAIT_S)
+        # ... and after it, as a follower, a new leader's round applied here is durable.
+        shipped: list[bytes] = []
+        other.round_tap = lambda parts: shipped.extend(p[2] for p in parts)
+        other.put(b"c", b"3")
+        ticket = kv.replica_apply(b"".join(shipped))
+        kv.when_durable(ticket).result(timeout=WAIT_S)
+        assert (kv.get(b"a"), kv.get(b"c")) == (b"1", b"3")
+    finally:
+        kv.close()
+        other.close()

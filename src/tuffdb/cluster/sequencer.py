@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 
 from tuffdb.errors import NotEnoughReplicasError, NotLeaderError
 
+STEPPED_DOWN = ("this node is no longer the cluster leader (its lease lapsed or it stepped "
+                "down): the write is not acknowledged; retry against the new leader")
+
 Part = tuple[str, int, bytes]  # (log file name in the store directory, file offset, bytes)
 
 
@@ -129,13 +132,21 @@ class Sequencer:
 
         def later(callback: Callable[[BaseException | None], None]) -> None:
             with self._cv:
-                lsn = self._store_lsn.get(store, 0)
-                self._pending.append((lsn, time.monotonic() + self.timeout_s, callback))
-                if self._confirmer is None:
-                    self._confirmer = threading.Thread(target=self._confirm_loop, daemon=True,
-                                                       name="tuffdb-confirm")
-                    self._confirmer.start()
-                self._cv.notify_all()
+                if not self.closed:
+                    lsn = self._store_lsn.get(store, 0)
+                    self._pending.append((lsn, time.monotonic() + self.timeout_s, callback))
+                    if self._confirmer is None:
+                        self._confirmer = threading.Thread(
+                            target=self._confirm_loop, daemon=True, name="tuffdb-confirm")
+                        self._confirmer.start()
+                    self._cv.notify_all()
+                    return
+            # IMPORTANT: closed, the confirmer thread may already have ended (it stops once
+            # closed with nothing pending), so it would never call this back and the
+            # store's later rounds would wait behind this one for ever. A store steps
+            # down by running one last round through its hooks after close() (the
+            # writes made while leading go out numbered), so this is a real path.
+            callback(NotLeaderError(STEPPED_DOWN))
 
         return later
 
@@ -166,9 +177,7 @@ class Sequencer:
         """Under the lock: True once round ``lsn`` may be acknowledged; raises when it
         may not (the lease lapsed, or the deadline passed without enough followers)."""
         if self.closed or not self.lease.valid():
-            raise NotLeaderError("this node is no longer the cluster leader (its lease "
-                                 "lapsed or it stepped down): the write is not "
-                                 "acknowledged; retry against the new leader")
+            raise NotLeaderError(STEPPED_DOWN)
         need = self.required()
         if need <= 0 or self._acks_at(lsn) >= need:
             self.confirmed = max(self.confirmed, lsn)
