@@ -99,3 +99,42 @@ def test_check_reports_a_live_key_missing_from_the_ordered_view(kv_store: Any) -
     store._ordered.discard(b"k007")  # noqa: SLF001  (damage the view on purpose)
     assert any("ordered view: 1 live cold keys missing" in p for p in store.check())
     store._ordered.add(b"k007")  # noqa: SLF001  (repaired: the fixture checks again at teardown)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_bulk_adds_and_discards_match_a_sorted_list(seed: int) -> None:
+    """add_many/discard_many (the engine's fold): runs of every shape (appends past the
+    end, runs merged into a chunk, a few keys into a big chunk, keys already there or
+    absent), with tiny chunks so that splits, joins and emptied chunks happen all the
+    time; every query checked against the model after each step."""
+    rng = random.Random(seed)
+    view = OrderedKeys(load=rng.choice((4, 16, 64)))
+    model: set[bytes] = set()
+    for step in range(300):
+        shape = rng.random()
+        if shape < 0.2:  # a run past the end (appends)
+            top = max(model, default=b"a")
+            batch = {top + bytes([rng.randrange(97, 123)]) * rng.randrange(1, 3)
+                     for _ in range(rng.randrange(1, 80))}
+        elif shape < 0.5:  # a contiguous run (merged)
+            stem = _key(rng)
+            batch = {stem + b"%03d" % i for i in range(rng.randrange(0, 120))}
+        else:  # scattered keys, some already there or absent
+            batch = {_key(rng) for _ in range(rng.randrange(0, 40))}
+            batch |= set(rng.sample(sorted(model), min(len(model), rng.randrange(0, 10))))
+        if rng.random() < (0.65 if step < 200 else 0.3):
+            view.add_many(list(batch))
+            model |= batch
+        else:
+            batch |= set(rng.sample(sorted(model), len(model) // 3))
+            view.discard_many(list(batch))
+            model -= batch
+        expected = sorted(model)
+        if view.check() != [] or len(view) != len(expected):
+            raise AssertionError(f"step {step}: {view.check()} {len(view)} != {len(expected)}")
+        assert view.between(b"", None, 10**9) == expected
+        probe = _key(rng)
+        assert view.bisect_left(probe) == bisect.bisect_left(expected, probe)
+        if expected:
+            i = rng.randrange(-len(expected), len(expected))
+            assert view[i] == expected[i]

@@ -191,7 +191,8 @@ def fold_touched(store: KVStore) -> None:
     """
     while True:
         with store._lock:
-            if store._ordered is None or store._closed or not store._touched:
+            if store._ordered is None or store._closed or not (
+                    store._touched or store._folding):
                 return
             store._fold_chunk_locked(FOLD_CHUNK)
         time.sleep(0)  # let the writers and readers waiting for the lock or the GIL in

@@ -18,14 +18,18 @@ path (the fold ran ~2 us per RESP LPUSH on the server's core).
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from itertools import pairwise
+from bisect import bisect_left, bisect_right
+from itertools import filterfalse, pairwise
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
 LOAD = 1000  # a chunk splits past 2 * LOAD keys; one under LOAD // 8 joins its successor
+# add_many/discard_many: a run of keys for one chunk goes key by key (a bisect and a list
+# insert or delete each) while MERGE_RATIO times its length is under the part of the chunk
+# it touches, else the chunk is rebuilt in one pass (a sort merge or a filter)
+MERGE_RATIO = 16
 
 
 class OrderedKeys:
@@ -120,6 +124,119 @@ class OrderedKeys:
                 maxes[pos] = chunk[-1]
             self._bump(pos, -1)
         return True
+
+    # -- in bulk (the engine's fold) ------------------------------------------------------
+    def add_many(self, keys: list[bytes]) -> None:
+        """Insert ``keys`` (distinct; some may be here already). Sorted first, they reach
+        each chunk as one run: a run much shorter than the chunk's part after it goes in
+        key by key (bisect + insert), a longer one is merged (timsort merges the two
+        sorted runs, ``dict.fromkeys`` drops keys that were there), all in C. Chunks that
+        outgrew ``2 * load`` are split once at the end, and the tree rebuilt once.
+        A run of new keys at a collection's end (RPUSH, XADD, new ids) is an append."""
+        if not keys:
+            return
+        if not self._chunks:
+            self.update(keys)
+            return
+        keys = sorted(keys)
+        chunks = self._chunks
+        maxes = self._maxes
+        last = len(maxes) - 1
+        n = len(keys)
+        i = 0
+        added = 0
+        big = 2 * self._load
+        oversized = False
+        while i < n:
+            pos = bisect_left(maxes, keys[i])
+            if pos > last:  # past every key: the rest go to the end of the last chunk
+                pos = last
+                j = n
+            else:
+                j = bisect_right(keys, maxes[pos], i)
+            chunk = chunks[pos]
+            before = len(chunk)
+            lo = bisect_left(chunk, keys[i])
+            if lo == before:  # every key of the run is past the chunk's: an append
+                chunk += keys[i:j]
+            elif (j - i) * MERGE_RATIO < before - lo:
+                for k in keys[i:j]:
+                    at = bisect_left(chunk, k)
+                    if chunk[at] != k:  # k <= the chunk's max: at is in range
+                        chunk.insert(at, k)
+            else:
+                merged = chunk[lo:]
+                merged += keys[i:j]
+                merged.sort()
+                del chunk[lo:]
+                chunk += dict.fromkeys(merged)
+            maxes[pos] = chunk[-1]
+            added += len(chunk) - before
+            oversized = oversized or len(chunk) > big
+            i = j
+        self._len += added
+        if oversized:
+            self._resize()
+        else:
+            self._rebuild()
+
+    def discard_many(self, keys: list[bytes]) -> None:
+        """Remove ``keys`` (distinct; some may be absent), a chunk at a time as
+        :meth:`add_many` adds; emptied and thinned chunks are dealt with once at the end."""
+        if not keys or not self._chunks:
+            return
+        keys = sorted(keys)
+        chunks = self._chunks
+        maxes = self._maxes
+        n = len(keys)
+        i = 0
+        removed = 0
+        thin = self._load // 8
+        reshape = False
+        while i < n:
+            pos = bisect_left(maxes, keys[i])
+            if pos == len(maxes):
+                break  # the rest are past every key
+            j = bisect_right(keys, maxes[pos], i)
+            chunk = chunks[pos]
+            before = len(chunk)
+            if (j - i) * MERGE_RATIO < before:
+                for k in keys[i:j]:
+                    at = bisect_left(chunk, k)
+                    if at < len(chunk) and chunk[at] == k:
+                        del chunk[at]
+            else:
+                chunk[:] = filterfalse(set(keys[i:j]).__contains__, chunk)
+            removed += before - len(chunk)
+            if chunk:
+                maxes[pos] = chunk[-1]
+            reshape = reshape or len(chunk) < thin or not chunk
+            i = j
+        self._len -= removed
+        if reshape:
+            self._resize()
+        elif removed:
+            self._rebuild()
+
+    def _resize(self) -> None:
+        """Split chunks past ``2 * load`` into chunks of ``load``, drop empty ones, join a
+        thin one (under ``load // 8``) with its successor; then rebuild the tree."""
+        load = self._load
+        out: list[list[bytes]] = []
+        for chunk in self._chunks:
+            if not chunk:
+                continue
+            if out and len(out[-1]) < load // 8:
+                out[-1] += chunk
+            else:
+                out.append(chunk)
+            last = out[-1]
+            if len(last) > 2 * load:
+                del out[-1]
+                out += [last[s : s + load] for s in range(0, len(last), load)]
+        self._chunks = out
+        self._maxes = [chunk[-1] for chunk in out]
+        self._rebuild()
 
     # -- positions ----------------------------------------------------------------------
     def bisect_left(self, key: bytes) -> int:
