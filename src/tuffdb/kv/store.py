@@ -415,7 +415,9 @@ class KVStore(MutableMapping[bytes, bytes]):
                     self._put_ttl(seg, k, v, ttl)
                 seg.bytes += len(k) + len(v) + RECORD_OVERHEAD_BYTES
             if self._ordered is not None:
-                self._touched.update(dict.fromkeys(k for k, _ in norm))
+                touched = self._touched
+                for k, _ in norm:
+                    touched[k] = None
             self.changes += 1
             if seg.bytes >= self._hot_bytes:
                 self._seal_locked()
@@ -516,7 +518,9 @@ class KVStore(MutableMapping[bytes, bytes]):
                         self._clear_expiry(seg, k)
                 seg.bytes += len(k) + len(r.value) + RECORD_OVERHEAD_BYTES
             if self._ordered is not None:
-                self._touched.update(dict.fromkeys(r.key for r in records))
+                touched = self._touched
+                for r in records:
+                    touched[r.key] = None
             self.changes += 1
             if seg.bytes >= self._hot_bytes:
                 self._seal_locked()
@@ -613,7 +617,9 @@ class KVStore(MutableMapping[bytes, bytes]):
             seg.bytes += added
             self.changes += 1
             if self._ordered is not None:
-                self._touched.update(dict.fromkeys(op[0] for op in norm))
+                touched = self._touched
+                for op in norm:
+                    touched[op[0]] = None
             if seg.bytes >= self._hot_bytes:
                 self._seal_locked()
             ticket = self._committer.ticket()
