@@ -54,7 +54,6 @@ HOT_MODULES = (
     "tuffdb/kv/ordered.py",
     "tuffdb/kv/background.py",
     "tuffdb/kv/merge.py",
-    "tuffdb/kv/cold.py",
     "tuffdb/kv/records.py",
     "tuffdb/events/codec.py",
     "tuffdb/events/writer.py",
