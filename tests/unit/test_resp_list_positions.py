@@ -1,7 +1,7 @@
-"""``element_keys`` (``ListState.positions``): the engine keys of a run of list elements, built one by one for
-a few and with NumPy for many (LRANGE). Both must give the same keys, including
-positions whose big-endian bytes end in zeros (a raw ``V`` item keeps them; an ``S`` item
-would drop them) and positions on both sides of the list's start at 2**63."""
+"""``element_keys`` (``ListState.positions``): the engine keys of a run of list elements,
+built one by one for a few and with NumPy for many (LRANGE). Both must give the same keys,
+including positions whose big-endian bytes end in zeros (a raw ``V`` item keeps them; an
+``S`` item would drop them) and positions on both sides of the list's start at 2**63."""
 
 from __future__ import annotations
 

@@ -97,7 +97,7 @@ class OrderedKeys:
             chunk.insert(i, key)
         self._len += 1
         if len(chunk) > 2 * self._load:
-            self._split(pos)
+            self._resize()
         else:
             self._bump(pos, 1)
         return True
@@ -113,12 +113,8 @@ class OrderedKeys:
         chunk = self._chunks[pos]
         del chunk[i]
         self._len -= 1
-        if not chunk:
-            del self._chunks[pos]
-            del maxes[pos]
-            self._rebuild()
-        elif len(chunk) < self._load // 8 and pos + 1 < len(maxes):
-            self._join(pos)
+        if not chunk or (len(chunk) < self._load // 8 and pos + 1 < len(maxes)):
+            self._resize()  # emptied (dropped) or thin (joins its successor)
         else:
             if i == len(chunk):
                 maxes[pos] = chunk[-1]
@@ -219,8 +215,9 @@ class OrderedKeys:
             self._rebuild()
 
     def _resize(self) -> None:
-        """Split chunks past ``2 * load`` into chunks of ``load``, drop empty ones, join a
-        thin one (under ``load // 8``) with its successor; then rebuild the tree."""
+        """Split chunks past ``2 * load`` into even parts of ``load`` to ``2 * load`` keys,
+        drop empty ones, join a thin one (under ``load // 8``) with its successor; then
+        rebuild the tree. O(chunks), as the tree's rebuild is anyway."""
         load = self._load
         out: list[list[bytes]] = []
         for chunk in self._chunks:
@@ -233,7 +230,8 @@ class OrderedKeys:
             last = out[-1]
             if len(last) > 2 * load:
                 del out[-1]
-                out += [last[s : s + load] for s in range(0, len(last), load)]
+                step = -(-len(last) // (len(last) // load))  # len // load parts, even
+                out += [last[s : s + step] for s in range(0, len(last), step)]
         self._chunks = out
         self._maxes = [chunk[-1] for chunk in out]
         self._rebuild()
@@ -315,27 +313,6 @@ class OrderedKeys:
         return out
 
     # -- chunks and the tree ------------------------------------------------------------
-    def _split(self, pos: int) -> None:
-        chunk = self._chunks[pos]
-        half = chunk[self._load :]
-        del chunk[self._load :]
-        self._chunks.insert(pos + 1, half)
-        self._maxes[pos] = chunk[-1]
-        self._maxes.insert(pos + 1, half[-1])
-        self._rebuild()
-
-    def _join(self, pos: int) -> None:
-        """Chunk ``pos`` has grown small: merge its successor into it (split if big)."""
-        chunk = self._chunks[pos]
-        chunk += self._chunks[pos + 1]
-        del self._chunks[pos + 1]
-        self._maxes[pos] = chunk[-1]
-        del self._maxes[pos + 1]
-        if len(chunk) > 2 * self._load:
-            self._split(pos)
-        else:
-            self._rebuild()
-
     def _rebuild(self) -> None:
         chunks = self._chunks
         m = len(chunks)
