@@ -58,3 +58,27 @@ def test_activity_changes_with_reads_and_writes(kv_store: Any) -> None:
     assert c != b
     store.get_many([b"k", b"x"])
     assert store.activity() != c
+
+
+def test_merges_go_on_while_spills_never_run_dry(kv_store: Any) -> None:
+    """A write load that always leaves a sealed segment waiting must not starve the
+    merges: once the periodic work is due (here: always), it runs after a spill, not
+    only when nothing waits. Before, 30 segments queued back to back were spilled with
+    no merge between them, so under a load that never paused the cold tier grew until
+    the process ran out of file descriptors."""
+    from tuffdb import metrics
+
+    store = kv_store(durability="none", hot_bytes=16 << 10, max_sealed=1000,
+                     expiry_interval_s=0.0)
+    store.put(b"warm", b"up")
+    store.sync()
+    before = metrics.KV_COMPACTIONS.value
+    with store._bg_mutex:  # the background thread waits at its first spill meanwhile
+        for r in range(30):  # 30 rounds of rewrites, one sealed segment (or more) each
+            for i in range(KEYS // 4):
+                store.put(f"key-{i:04d}".encode(), VALUE + bytes([r]))
+        assert len(store._sealed) >= 30
+    store.sync()
+    assert metrics.KV_COMPACTIONS.value - before >= 10
+    assert _dead_per_live(store) <= merge.BUSY_MAX_DEAD_PER_LIVE
+    assert {store.get(f"key-{i:04d}".encode()) for i in range(KEYS // 4)} == {VALUE + b"\x1d"}

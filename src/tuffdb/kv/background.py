@@ -29,15 +29,48 @@ _VALUE_MASK = (1 << 28) - 1
 IDLE_TICK_S = 0.5
 
 
+class Periodic:
+    """The periodic work (TTL sweep, fold, merge), due every ``IDLE_TICK_S`` (or the
+    store's expiry interval, if shorter). It runs when due whether or not segments wait
+    to be spilled: a write load that always leaves one sealed would otherwise starve it,
+    and the cold tier would grow without bound (dead segments never merged, until the
+    process ran out of file descriptors)."""
+
+    def __init__(self, store: KVStore) -> None:
+        self.store = store
+        self.recounted = False
+        self.seen = store.activity()
+        self.due = time.monotonic() + self.period()
+
+    def period(self) -> float:
+        return min(IDLE_TICK_S, self.store._expiry_interval_s)
+
+    def run_if_due(self) -> None:
+        if time.monotonic() < self.due:
+            return
+        store = self.store
+        self.due = time.monotonic() + self.period()
+        try:
+            if not self.recounted:
+                recount_live_bytes(store)
+                self.recounted = True
+            sweep_expired(store)
+            fold_touched(store)
+            now_seen = store.activity()
+            if store._background_compaction and not store._poison:
+                merge.compact_background(store, busy=now_seen != self.seen)
+            self.seen = now_seen
+        except OSError as exc:
+            store._poison.set(exc)
+
+
 def run(store: KVStore) -> None:
-    recounted = False
-    seen = store.activity()
-    next_periodic = time.monotonic() + IDLE_TICK_S
+    periodic = Periodic(store)
     while True:
         with store._lock:
             while not (store._sealed and not store._poison) and not store._requests \
                     and not store._closing and not _spare_wanted(store):
-                delay = next_periodic - time.monotonic()
+                delay = periodic.due - time.monotonic()
                 if delay <= 0:
                     break
                 store._space_cv.wait(delay)
@@ -54,6 +87,8 @@ def run(store: KVStore) -> None:
                 with store._lock:
                     store._space_cv.notify_all()
             fold_touched(store)
+            if not closing:
+                periodic.run_if_due()
             continue
         for what, _arg, fut in requests:
             try:
@@ -67,20 +102,7 @@ def run(store: KVStore) -> None:
             return
         if _spare_wanted(store):
             _prepare_spare(store)
-        if time.monotonic() >= next_periodic:
-            next_periodic = time.monotonic() + min(IDLE_TICK_S, store._expiry_interval_s)
-            try:
-                if not recounted:
-                    recount_live_bytes(store)
-                    recounted = True
-                sweep_expired(store)
-                fold_touched(store)
-                now_seen = store.activity()
-                if store._background_compaction and not store._poison:
-                    merge.compact_background(store, busy=now_seen != seen)
-                seen = now_seen
-            except OSError as exc:
-                store._poison.set(exc)
+        periodic.run_if_due()
 
 
 def _spare_wanted(store: KVStore) -> bool:
