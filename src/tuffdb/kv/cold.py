@@ -59,6 +59,7 @@ from tuffdb._format.segment import SEGMENT_HEADER_SIZE, FileKind, SegmentHeader,
 from tuffdb.errors import CorruptionError
 from tuffdb.kv.records import iter_records
 from tuffdb.storage.codec import Codec
+from tuffdb.storage.descriptors import ImmutableFile
 from tuffdb.storage.files import (
     fsync_dir,
     fsync_fd,
@@ -327,7 +328,8 @@ class ColdSegment:
         self.live_bytes = self.value_bytes  # refined by the store's accounting
         self.file_size = file_size
         self.codec = codec
-        self._fd: int | None = fd
+        # None: no local file (a tiered segment's stub)
+        self._file: ImmutableFile | None = None if fd is None else ImmutableFile(path, fd)
         self._offsets = index["offset"].tolist()
         self._sizes = index["size"].tolist()
 
@@ -354,10 +356,14 @@ class ColdSegment:
         return cls(path, fd, seg_id, meta, index, codec, size)
 
     def _read(self, size: int, offset: int) -> bytes:
-        fd = self._fd
-        if fd is None:
+        file = self._file
+        if file is None:
             raise CorruptionError("segment closed", path=str(self.path))
-        return pread_exact(fd, size, offset)
+        fd = file.acquire()
+        try:
+            return pread_exact(fd, size, offset)
+        finally:
+            file.release()
 
     def read_block(self, block_no: int) -> bytes:
         """The raw records of one block, checksum verified and decoded."""
@@ -393,9 +399,8 @@ class ColdSegment:
                        np.array(voffs, np.uint32), np.array(vlens, np.uint32), ttl)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._file is not None:
+            self._file.close()
 
 
 def hint_path(directory: Path, seg_id: int) -> Path:

@@ -245,7 +245,7 @@ class TieredSegment(ColdSegment):
         # The same segment (id, footer, block index, accounting): only its bytes move.
         vars(self).update(vars(seg))
         self.file_size = ref.size
-        self._fd = None
+        self._file = None
         self.ref = ref
         self._cache = cache
         self._open = True
