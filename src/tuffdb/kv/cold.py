@@ -359,11 +359,7 @@ class ColdSegment:
         file = self._file
         if file is None:
             raise CorruptionError("segment closed", path=str(self.path))
-        fd = file.acquire()
-        try:
-            return pread_exact(fd, size, offset)
-        finally:
-            file.release()
+        return file.pread(size, offset)
 
     def read_block(self, block_no: int) -> bytes:
         """The raw records of one block, checksum verified and decoded."""

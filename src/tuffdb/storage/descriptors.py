@@ -24,6 +24,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from tuffdb.errors import CorruptionError
+from tuffdb.storage.files import pread_exact
 
 _FLOOR, _CEILING = 64, 4096
 
@@ -79,6 +80,18 @@ class ImmutableFile:
             _OPEN.move_to_end(self)
             self.users += 1
             return fd
+
+    def pread(self, size: int, offset: int) -> bytes:
+        """Exactly ``size`` bytes at ``offset`` (:meth:`acquire`, read, :meth:`release`).
+
+        :raises CorruptionError: the file is closed, or shorter than that.
+        :raises OSError: it could not be opened again, or the read failed.
+        """
+        fd = self.acquire()
+        try:
+            return pread_exact(fd, size, offset)
+        finally:
+            self.release()
 
     def release(self) -> None:
         with _LOCK:
