@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import logging
 import time
+from itertools import compress
 from typing import TYPE_CHECKING
 
 from tuffdb import metrics
@@ -127,8 +128,17 @@ def spill(store: KVStore, seg: HotSegment) -> None:
     with store._bg_mutex:
         keys = list(seg.index)
         vals = list(seg.index.values())
+        written = len(keys)
         if TOMBSTONE in vals:
             vals = [None if v is TOMBSTONE else v for v in vals]
+            # A tombstone of a key with no cold record (written and deleted while hot: a
+            # queue's push then pop) shadows nothing: it stays out of the cold segment.
+            # Only this thread changes the keydir, so what it says here holds.
+            kd = store._keydir
+            keep = [v is not None or k in kd for k, v in zip(keys, vals, strict=True)]
+            if not all(keep):
+                keys = list(compress(keys, keep))
+                vals = list(compress(vals, keep))
         # The blocks just written go into the block cache (RocksDB's prepopulate_block_cache
         # on flush): the newest records are the likeliest to be read, and the first read of
         # each would otherwise decrypt and decompress its whole block on the reader's thread
@@ -173,7 +183,7 @@ def spill(store: KVStore, seg: HotSegment) -> None:
             remove_quietly([seg.wal_path])  # type: ignore[list-item]
             store.shipper.removed(seg.wal_path.name)  # type: ignore[union-attr]
     if seg.wal_path is None and seg.pending is None:  # never logged: count its writes here
-        metrics.KV_PUTS.inc(len(keys))
+        metrics.KV_PUTS.inc(written)
     metrics.KV_SPILLS.inc()
     metrics.KV_SPILL_BYTES.inc(seg.bytes)
     metrics.KV_SPILL_SECONDS.observe(time.perf_counter() - t0)
