@@ -129,16 +129,28 @@ def spill(store: KVStore, seg: HotSegment) -> None:
         keys = list(seg.index)
         vals = list(seg.index.values())
         written = len(keys)
+        tomb_olds: list[int] = []
         if TOMBSTONE in vals:
-            vals = [None if v is TOMBSTONE else v for v in vals]
-            # A tombstone of a key with no cold record (written and deleted while hot: a
-            # queue's push then pop) shadows nothing: it stays out of the cold segment.
-            # Only this thread changes the keydir, so what it says here holds.
-            kd = store._keydir
-            keep = [v is not None or k in kd for k, v in zip(keys, vals, strict=True)]
-            if not all(keep):
-                keys = list(compress(keys, keep))
-                vals = list(compress(vals, keep))
+            # Tombstones take their keys out of the keydir here, before the write: readers
+            # meet them first in this segment, which stays in the read chain until the
+            # install below. One that takes nothing out (the key has no cold record: it was
+            # written and deleted while hot, a queue's push then pop) shadows nothing and
+            # stays out of the cold segment. Only this thread changes the keydir.
+            pop = store._keydir.pop
+            kept_keys: list[bytes] = []
+            kept_vals: list[bytes | None] = []
+            for k, v in zip(keys, vals, strict=True):
+                if v is TOMBSTONE:
+                    old = pop(k, None)
+                    if old is None:
+                        continue
+                    tomb_olds.append(old)
+                    kept_keys.append(k)
+                    kept_vals.append(None)
+                else:
+                    kept_keys.append(k)
+                    kept_vals.append(v)  # type: ignore[arg-type]  # not TOMBSTONE: bytes
+            keys, vals = kept_keys, kept_vals  # type: ignore[assignment]
         # The blocks just written go into the block cache (RocksDB's prepopulate_block_cache
         # on flush): the newest records are the likeliest to be read, and the first read of
         # each would otherwise decrypt and decompress its whole block on the reader's thread
@@ -155,11 +167,10 @@ def spill(store: KVStore, seg: HotSegment) -> None:
         locs = entries.locations(seg.id)
         if None in vals:
             mask = [v is not None for v in vals]
-            put_keys = [k for k, m in zip(keys, mask, strict=True) if m]
-            put_locs = [x for x, m in zip(locs, mask, strict=True) if m]
-            tomb_keys = [k for k, m in zip(keys, mask, strict=True) if not m]
+            put_keys = list(compress(keys, mask))
+            put_locs = list(compress(locs, mask))
         else:
-            put_keys, put_locs, tomb_keys = keys, locs, []
+            put_keys, put_locs = keys, locs
         kd = store._keydir
         store._open_segs[cold.id] = cold
         with store._lock:
@@ -167,7 +178,7 @@ def spill(store: KVStore, seg: HotSegment) -> None:
             olds = (list(map(kd.get, put_keys))
                     if kd and not kd.keys().isdisjoint(put_keys) else [])
             kd.update(zip(put_keys, put_locs))
-            olds += [kd.pop(k, None) for k in tomb_keys]
+            olds += tomb_olds
             store._cold[cold.id] = cold
             store._cold_order.append(cold)
             store._sealed.remove(seg)
