@@ -122,3 +122,23 @@ def test_a_store_with_more_segments_than_the_file_limit_writes_reads_and_reopens
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("ok ")
+
+
+RAISE = textwrap.dedent("""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    from tuffdb.storage import descriptors
+    assert descriptors.LIMIT == 64  # sized from the 256 it started with
+    got = descriptors.raise_open_file_limit()
+    assert got == hard == resource.getrlimit(resource.RLIMIT_NOFILE)[0], (got, hard)
+    assert descriptors.LIMIT == descriptors.default_limit() >= 64
+    print("ok", hard, descriptors.LIMIT)
+""")
+
+
+def test_a_server_raises_its_soft_file_limit_to_the_hard_one_and_sizes_the_pool() -> None:
+    done = subprocess.run([sys.executable, "-c", RAISE], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("ok ")

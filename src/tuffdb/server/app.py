@@ -35,6 +35,7 @@ from tuffdb.errors import Error
 from tuffdb.log import configure, get_logger
 from tuffdb.server.admin import AdminServer
 from tuffdb.server.config import ServeConfig, redacted
+from tuffdb.storage.descriptors import raise_open_file_limit
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -361,6 +362,7 @@ def run(config: ServeConfig) -> int:
     lifecycle = logging.getLogger(LIFECYCLE_LOGGER)
     lifecycle.setLevel(min(logging.INFO, lifecycle.getEffectiveLevel()))
     tune_gc()
+    raise_open_file_limit()
     factory, loop_name = loop_factory()
     host = Host(config, loop_name)
     with asyncio.Runner(loop_factory=factory) as runner:

@@ -40,6 +40,22 @@ def default_limit() -> int:
 
 #: Descriptors the pool keeps open at once (more only while that many reads are running).
 LIMIT = default_limit()
+
+
+def raise_open_file_limit() -> int:
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard one (a server's sockets and files;
+    what Go programs do at start) and size the pool from it; return the soft limit.
+    Where the limit cannot be raised, it stays, and so does the pool's size."""
+    global LIMIT  # noqa: PLW0603 - sized once, at a server's start
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    LIMIT = default_limit()
+    return soft
 _LOCK = threading.Lock()
 _OPEN: OrderedDict[ImmutableFile, None] = OrderedDict()  # least recently read first
 

@@ -56,9 +56,11 @@ async def serve(config: SimpleNamespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     from tuffdb.server.app import tune_gc  # noqa: PLC0415 - as tuffdb serve runs
+    from tuffdb.storage.descriptors import raise_open_file_limit  # noqa: PLC0415
 
     config = parse_args(argv)
     tune_gc()
+    raise_open_file_limit()
     try:
         import uvloop  # noqa: PLC0415  (optional)
     except ImportError:
