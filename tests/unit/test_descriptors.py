@@ -142,3 +142,43 @@ def test_a_server_raises_its_soft_file_limit_to_the_hard_one_and_sizes_the_pool(
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("ok ")
+
+
+def test_an_event_store_of_more_segments_than_the_pool_reads_every_event(
+        tmp_path: Path, small_pool: None) -> None:
+    """Event segments are read through the pool too: 3 descriptors for 8+ segments,
+    dense reads, sparse (tag) reads across segments, encrypted reads."""
+    from tuffdb.events.api import Event, Query, QueryItem  # noqa: PLC0415
+    from tuffdb.events.store import EventStore  # noqa: PLC0415
+
+    for key in (None, bytes(range(32))):
+        path = tmp_path / ("enc" if key else "plain")
+        base = descriptors.open_count()
+        with EventStore.open(path, segment_bytes=2048, encryption_key=key) as s:
+            for i in range(200):
+                s.append([Event(f"T{i % 3}", b"%04d" % i * 50, [f"e{i % 7}"])])
+            assert len(list((path / "log").iterdir())) >= 8
+            every = [(e.position, e.event.data) for e in s.read()]
+            assert every == [(i + 1, b"%04d" % i * 50) for i in range(200)]
+            tagged = [e.position for e in s.read(Query([QueryItem(tags=["e3"])]))]
+            assert tagged == [i + 1 for i in range(200) if i % 7 == 3]
+            back = [e.position for e in s.read(backwards=True, limit=5)]
+            assert back == [200, 199, 198, 197, 196]
+            assert descriptors.open_count() - base <= 3
+            # the process's own view: the pool's 3, plus the writer's active segment (and
+            # a preallocated spare); one descriptor per segment before the pool
+            assert len(_open_under(path / "log")) <= 5
+        assert descriptors.open_count() <= base
+        assert _open_under(path / "log") == []
+
+
+def _open_under(directory: Path) -> list[str]:
+    out = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if target.startswith(str(directory)):
+            out.append(target)
+    return out

@@ -52,6 +52,7 @@ from tuffdb.events.writer import (
     Writer,
 )
 from tuffdb.storage.codec import Codec
+from tuffdb.storage.descriptors import ImmutableFile
 from tuffdb.storage.lock import DirLock
 from tuffdb.storage.poison import Poison
 from tuffdb.storage.preallocate import DEFAULT_AHEAD
@@ -100,7 +101,7 @@ class EventStore:
         self._head = 0
         self._cv = threading.Condition()
         self._listeners: list[Callable[[int], None]] = []
-        self._fds: dict[int, int] = {}
+        self._files: dict[int, ImmutableFile] = {}  # segment no -> its file, read pooled
         self._fd_lock = threading.Lock()
         self._index_dir = self.path / "index"
         self._sealers: list[threading.Thread] = []
@@ -478,14 +479,17 @@ class EventStore:
         return Subscription(self, normalise(query), after or 0)
 
     # -- entry access ------------------------------------------------------------------------
-    def _fd(self, i: int) -> int:
-        fd = self._fds.get(i)
-        if fd is None:
+    def _file(self, i: int) -> ImmutableFile:
+        """Segment ``i`` read through the process's descriptor pool
+        (storage/descriptors.py): a store of thousands of segments never holds a
+        descriptor for each."""
+        f = self._files.get(i)
+        if f is None:
             with self._fd_lock:
-                fd = self._fds.get(i)
-                if fd is None:
-                    fd = self._fds[i] = os.open(self._segment_paths[i], os.O_RDONLY)
-        return fd
+                f = self._files.get(i)
+                if f is None:
+                    f = self._files[i] = ImmutableFile(self._segment_paths[i])
+        return f
 
     def _entry(self, p: int) -> bytes:
         return self.join_entries(np.array([p], np.int64))
@@ -508,7 +512,7 @@ class EventStore:
             need = int(ln.sum())
             span = a1 - a0
             if span <= _SPARSE_SPAN or span <= _SPARSE_FACTOR * need:
-                buf = os.pread(self._fd(seg), span, a0 - bases[seg] + SEGMENT_HEADER_SIZE)
+                buf = self._file(seg).pread(span, a0 - bases[seg] + SEGMENT_HEADER_SIZE)
                 if n == 1 or span == need:
                     ends = a + ln
                     if n == 1 or (a[1:] == ends[:-1]).all():
@@ -524,12 +528,27 @@ class EventStore:
                     mv[x : y]
                     for x, y in zip((a[lo] - a0).tolist(), (ends[hi] - a0).tolist(), strict=True)
                 ])
-        # Sparse or spanning segments: one pread per entry.
+        # Sparse or spanning segments: one pread per entry; entries come in position
+        # order, so one segment's descriptor is held at a time, while its run lasts.
         pread = os.pread
         out = []
-        for x, k in zip(a.tolist(), ln.tolist(), strict=True):
-            s = bisect_right(bases, x) - 1
-            out.append(pread(self._fd(s), k, x - bases[s] + SEGMENT_HEADER_SIZE))
+        cur = -1
+        fd = -1
+        held: ImmutableFile | None = None
+        try:
+            for x, k in zip(a.tolist(), ln.tolist(), strict=True):
+                s = bisect_right(bases, x) - 1
+                if s != cur:
+                    if held is not None:
+                        held.release()
+                        held = None
+                    f = self._file(s)
+                    fd = f.acquire()
+                    held, cur = f, s
+                out.append(pread(fd, k, x - bases[s] + SEGMENT_HEADER_SIZE))
+        finally:
+            if held is not None:
+                held.release()
         return b"".join(out)
 
     def _join_encoded(self, pos: np.ndarray) -> bytes:
@@ -547,10 +566,10 @@ class EventStore:
             payload = cache.get(f)
             if payload is None:
                 s = bisect_right(bases, f) - 1
-                fd = self._fd(s)
+                file = self._file(s)
                 off = f - bases[s] + SEGMENT_HEADER_SIZE
-                _, length, _, flags = FRAME.unpack(os.pread(fd, FRAME_SIZE, off))
-                data = os.pread(fd, length, off + FRAME_SIZE)
+                _, length, _, flags = FRAME.unpack(file.pread(FRAME_SIZE, off))
+                data = file.pread(length, off + FRAME_SIZE)
                 assert self._codec is not None
                 payload = self._codec.decode(flags, data, str(self._segment_paths[s]))
                 if len(cache) >= FRAME_CACHE:
@@ -663,8 +682,8 @@ class EventStore:
             cb(self._head)
         self._log.close()
         with self._fd_lock:
-            for fd in self._fds.values():
-                os.close(fd)
-            self._fds.clear()
+            for f in self._files.values():
+                f.close()
+            self._files.clear()
         self._lock.release()
 

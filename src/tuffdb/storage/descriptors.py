@@ -112,8 +112,11 @@ class ImmutableFile:
     def release(self) -> None:
         with _LOCK:
             self.users -= 1
-            if self.closed and self.users == 0:
-                self._close_locked()
+            if self.users == 0:
+                if self.closed:
+                    self._close_locked()
+                elif len(_OPEN) > LIMIT:  # opened past the limit while reads held the rest
+                    _trim()
 
     def close(self) -> None:
         """Retire the file: no new reads; its descriptor closes when the last one ends."""
