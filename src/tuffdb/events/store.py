@@ -102,7 +102,7 @@ class EventStore:
         self._cv = threading.Condition()
         self._listeners: list[Callable[[int], None]] = []
         self._files: dict[int, ImmutableFile] = {}  # segment no -> its file, read pooled
-        self._fd_lock = threading.Lock()
+        self._files_lock = threading.Lock()
         self._index_dir = self.path / "index"
         self._sealers: list[threading.Thread] = []
         self._segment_firsts: list[int] = []
@@ -485,7 +485,7 @@ class EventStore:
         descriptor for each."""
         f = self._files.get(i)
         if f is None:
-            with self._fd_lock:
+            with self._files_lock:
                 f = self._files.get(i)
                 if f is None:
                     f = self._files[i] = ImmutableFile(self._segment_paths[i])
@@ -681,7 +681,7 @@ class EventStore:
         for cb in list(self._listeners):
             cb(self._head)
         self._log.close()
-        with self._fd_lock:
+        with self._files_lock:
             for f in self._files.values():
                 f.close()
             self._files.clear()

@@ -56,6 +56,8 @@ def raise_open_file_limit() -> int:
             pass
     LIMIT = default_limit()
     return soft
+
+
 _LOCK = threading.Lock()
 _OPEN: OrderedDict[ImmutableFile, None] = OrderedDict()  # least recently read first
 
@@ -86,15 +88,18 @@ class ImmutableFile:
         with _LOCK:
             if self.closed:
                 raise CorruptionError("segment closed", path=str(self.path))
+            self.users += 1  # before a trim, which must not close this one
             fd = self.fd
             if fd is None:
-                fd = self.fd = os.open(self.path, os.O_RDONLY)
+                try:
+                    fd = self.fd = os.open(self.path, os.O_RDONLY)
+                except OSError:
+                    self.users -= 1
+                    raise
                 _OPEN[self] = None
-                self.users += 1
                 _trim()
-                return fd
-            _OPEN.move_to_end(self)
-            self.users += 1
+            else:
+                _OPEN.move_to_end(self)
             return fd
 
     def pread(self, size: int, offset: int) -> bytes:
@@ -137,12 +142,14 @@ def _trim() -> None:
     excess = len(_OPEN) - LIMIT
     if excess <= 0:
         return
-    for f in list(_OPEN):
+    idle = []  # from the least recently read end; stops as soon as there are enough
+    for f in _OPEN:
         if f.users == 0:
-            f._close_locked()  # noqa: SLF001 - the pool's own bookkeeping
-            excess -= 1
-            if excess == 0:
-                return
+            idle.append(f)
+            if len(idle) == excess:
+                break
+    for f in idle:
+        f._close_locked()  # noqa: SLF001 - the pool's own bookkeeping
 
 
 def open_count() -> int:
