@@ -3,12 +3,14 @@ updates reflected, filters, thresholds, and hybrid text + vector fusion."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
 from tuffdb.documents import Database, Vector
+from tuffdb.documents.shape import project
 from tuffdb.documents.vector import is_vector
 from tuffdb.documents.vector.flat import FlatIndex
 from tuffdb.documents.vector.engine import VectorEngine
@@ -253,3 +255,28 @@ def test_projections_decode_only_the_vectors_they_keep(db: Database) -> None:
     assert type(kept["emb"]) is Vector and type(kept["meta"]["emb"]) is Vector
     assert docs.search("", exclude_fields=["emb"], **q)["results"][0]["record"] == {
         "id": "a", "tag": "x", "meta": {"emb": Vector([0.5, 0.5]), "n": 1}}
+
+
+@pytest.mark.parametrize("select,exclude", [
+    (["tag"], None), (["emb"], None), (["id"], None), (["tag", "tag", "id"], None),
+    (["missing"], None), (["tag", "meta"], ["meta.n"]), (["meta.n", "tag"], None),
+    (["when", "emb", "nums"], None), (None, ["emb"]), (["tag", "emb"], ["emb"]),
+])
+def test_a_projection_returns_what_projecting_the_whole_record_gives(
+        db: Database, select: list[str] | None, exclude: list[str] | None) -> None:
+    """Top-level selections decode only the fields they keep (codec.unpack_selected);
+    every form must give the same record, in the same key order, as the full decode."""
+    docs = db.collection("proj_eq")
+    when = dt.datetime(2026, 12, 4, 12, 0, tzinfo=dt.UTC)
+    docs.insert_many([{"id": f"r{i}", "tag": f"t{i}", "emb": Vector([1.0, float(i)]),
+                       "meta": {"n": i, "s": "x"}, "when": when, "nums": [i, i + 1]}
+                      for i in range(3)])
+    got = docs.search("", vector=[1.0, 0.5], vector_field="emb", select_fields=select,
+                      exclude_fields=exclude)["results"]
+    assert len(got) == 3
+    for r in got:
+        want = project(docs.get(r["record"]["id"]), select, exclude)
+        assert r["record"] == want
+        assert list(r["record"]) == list(want)
+        assert {k: type(v) for k, v in r["record"].items()} == {
+            k: type(v) for k, v in want.items()}

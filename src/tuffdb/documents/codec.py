@@ -212,6 +212,36 @@ def unpack_record(data: bytes, *, lazy_vectors: bool = False,
     return fields, ttl, touch
 
 
+_SELECTED: dict[tuple[str, ...], msgspec.msgpack.Decoder[Any]] = {}
+SELECTED_DECODERS_MAX = 256  # distinct projections kept (a request names its own)
+
+
+def unpack_selected(data: bytes, names: tuple[str, ...],
+                    ) -> tuple[dict[str, Any], float | None, bool]:
+    """:func:`unpack_record` keeping only the top-level fields ``names`` (distinct): the
+    others are skipped by the decoder, never made into Python objects. A search that
+    projects one field of a record holding a text body and a vector decodes it 3-4x
+    faster this way than decoding it all (lazily) and projecting."""
+    dec = _SELECTED.get(names)
+    if dec is None:
+        if len(_SELECTED) >= SELECTED_DECODERS_MAX:
+            _SELECTED.clear()
+        attrs = [f"f{i}" for i in range(len(names))]
+        shape = msgspec.defstruct("Selected", [(a, Any, msgspec.UNSET) for a in attrs],
+                                  rename=dict(zip(attrs, names, strict=True)))
+        layout: Any = tuple.__class_getitem__((int, shape, Any, Any))  # a runtime type
+        dec = _SELECTED[names] = msgspec.msgpack.Decoder(layout, ext_hook=_ext_hook)
+    version, picked, ttl, touch = dec.decode(data)
+    if version != RECORD_VERSION:
+        from tuffdb.errors import VersionMismatchError  # noqa: PLC0415 - cold path
+
+        raise VersionMismatchError(f"document record version {version}; upgrade tuffdb")
+    unset = msgspec.UNSET
+    fields = {n: v for n, v in zip(names, msgspec.structs.astuple(picked), strict=True)
+              if v is not unset}
+    return fields, ttl, touch
+
+
 def pack(value: Any) -> bytes:
     """Encode any typed value (metadata, KV values)."""
     return _ENC.encode(to_store(value))

@@ -16,7 +16,6 @@ tie-breaker of every sort, so index plans and full scans agree exactly.
 from __future__ import annotations
 
 import time
-import uuid
 from typing import TYPE_CHECKING, Any, Self
 
 from tuffdb._failpoints import failpoint
@@ -158,24 +157,6 @@ class Database:
                 self.on_written([(name, None)])
             return len(items)
 
-    def _run_ops(self, ops: list[list[Any]], *, crash_point: bool = False,
-                 sync: bool | None = None) -> None:
-        if len(ops) == 1 and ops[0][1] is not None:  # the usual single-record write
-            key, value, ttl = ops[0]
-            self.kv.put(key, value, ttl=ttl, sync=sync)
-            return
-        puts: dict[float | None, list[tuple[bytes, bytes]]] = {}
-        deletes = [key for key, value, _ in ops if value is None]
-        for key, value, ttl in ops:
-            if value is not None:
-                puts.setdefault(ttl, []).append((key, value))
-        for ttl, items in puts.items():
-            self.kv.put_many(items, ttl=ttl, sync=sync)
-            if crash_point:
-                failpoint("documents_mid_apply")
-        if deletes:
-            self.kv.delete_many(deletes, sync=sync)
-
     def _defers_wait(self) -> bool:
         """Whether ``apply`` writes without waiting and leaves the durable wait to the
         lock's release (see :mod:`tuffdb.documents.write_lock`): when the write must be
@@ -191,9 +172,9 @@ class Database:
 
     def _replay_intents(self) -> int:
         intents = list(self.kv.scan(INTENT))
-        for key, raw in intents:
-            self._run_ops(codec.unpack(raw), sync=self.sync)
-            self.kv.delete(key, sync=self.sync)
+        for key, raw in intents:  # its ops and its own delete, in one atomic batch
+            ops = [(k, v, ttl) for k, v, ttl in codec.unpack(raw)]
+            self.kv.write_batch([*ops, (key, None)], sync=self.sync)
         return len(intents)
 
     def _to_trash(self, items: list[tuple[bytes, bytes]]) -> None:
@@ -215,44 +196,42 @@ class Database:
     def apply(self, writes: list[Write]) -> None:
         """Write a batch (caller holds ``self.lock`` and has validated it), all or nothing.
 
-        A batch of more than one key first stores a write intent listing every op, then
-        runs the ops, then deletes the intent; an intent found at open is replayed (ops
-        are idempotent). This relies on the engine's log order: a write that survives a
-        crash implies every earlier write survived.
+        The ops go to the store in one ``write_batch``: one log frame, so after a crash
+        either every op of the batch is there or none is (the engine's guarantee). Stores
+        written by earlier versions may still hold write intents; they are replayed at
+        open (:meth:`replay_intents`).
 
         Durable writes do not wait here, under the lock: the ops go to the store without
         waiting and the caller waits for their group commit once the lock is released
-        (:mod:`tuffdb.documents.write_lock`), so concurrent writers share one fsync. Only
-        a multi-key batch's intent is made durable before its ops, as before.
+        (:mod:`tuffdb.documents.write_lock`), so concurrent writers share one fsync.
         """
         pending = None  # PendingCommit may refuse the batch; for one write nobody listens
         listeners = self.listeners  # to (the usual case), skip building it
         if listeners and (len(writes) != 1
                           or any(li.interested(writes[0].collection) for li in listeners)):
             pending = PendingCommit(self, writes)
-        ops: list[list[Any]] = []  # [key, value | None, ttl]
+        ops: list[tuple[bytes, bytes | None, float | None]] = []
         deletes = []
         for w in writes:
             key = record_key(w.collection, w.id)
             if w.fields is None:
                 deletes.append(key)
-                ops.append([key, None, None])
+                ops.append((key, None, None))
             else:
                 w.stored = packed = codec.pack_record(w.fields, w.ttl, w.touch)
-                ops.append([key, packed, w.ttl])
+                ops.append((key, packed, w.ttl))
         if deletes and self.trash_ttl:
             old = self.kv.get_many(deletes)
-            ops.extend([TRASH + k[len(RECORD) :], v, self.trash_ttl]
+            ops.extend((TRASH + k[len(RECORD) :], v, self.trash_ttl)
                        for k, v in zip(deletes, old, strict=True) if v is not None)
         defer = self._defers_wait()
         sync = False if defer else self.sync
-        intent = INTENT + uuid.uuid4().bytes if len(ops) > 1 else None
-        if intent is not None:
-            self.kv.put(intent, codec.pack_native(ops), sync=self.sync)
-            failpoint("documents_after_intent")
-        self._run_ops(ops, crash_point=intent is not None, sync=sync)
-        if intent is not None:
-            self.kv.delete(intent, sync=sync)
+        if len(ops) == 1 and ops[0][1] is not None:  # the usual single-record write
+            key, value, ttl = ops[0]
+            self.kv.put(key, value, ttl=ttl, sync=sync)
+        else:
+            self.kv.write_batch(ops, sync=sync)
+            failpoint("documents_after_batch")
         if defer:
             self.lock.owe(self.kv.write_ticket())
         self._applied(writes, pending)
@@ -288,9 +267,9 @@ class Database:
         is derived from them current, as the leader's own write path does: record
         versions, indexes, search and watchers see the records written, in order. A
         collection whose metadata changed (schema, index definitions, drop) is reloaded
-        on its next use. Intents are stored as they come; the leader deletes them once
-        their ops are in, and a node promoted to leader replays what is left
-        (:meth:`replay_intents`). Returns a ticket for ``kv.when_durable``.
+        on its next use. A leader's multi-key commit arrives as the one frame it wrote
+        (all or nothing); intents (written by earlier versions) are stored as they come,
+        and a node promoted to leader replays what is left (:meth:`replay_intents`). Returns a ticket for ``kv.when_durable``.
         """
         kv = self.kv
         records = kv.replica_records(frames)

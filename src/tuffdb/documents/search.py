@@ -77,17 +77,27 @@ def _exact_boost(record: dict[str, Any], fields: set[str], phrase: str, case: bo
     return 1.0
 
 
-_UNREAD = object()  # past the records read in one call
+def _top_level(select: list[str] | None) -> tuple[str, ...] | None:
+    """The distinct stored fields a ``select`` of top-level names keeps (None: not one)."""
+    if not select or "." in "".join(select):
+        return None
+    return tuple(dict.fromkeys(n for n in select if n != "id"))
 
 
 def _load_projected(coll: Collection, rid: str, data: bytes | None, select: list[str] | None,
-                    exclude: list[str] | None) -> dict[str, Any] | None:
+                    exclude: list[str] | None, names: tuple[str, ...] | None = None,
+                    ) -> dict[str, Any] | None:
     """Record ``rid``, whose stored bytes are ``data``, projected; None if gone or expired.
-    With a projection, vectors are decoded only if kept (most of the decoding time of a
-    record holding one)."""
+    ``names``: ``_top_level(select)``, then only those fields are decoded; else with a
+    projection, vectors are decoded only if kept (most of the decoding time of a record
+    holding one)."""
     if data is None:
         return None
-    if select or exclude:
+    if names is not None:
+        fields, ttl, _ = codec.unpack_selected(data, names)
+        if ttl is None:  # else the full decode below applies expiry and touch
+            return project({"id": rid, **fields}, None, exclude)
+    elif select or exclude:
         fields, ttl, _ = codec.unpack_record(data, lazy_vectors=True)
         if ttl is None:  # else the full decode below applies expiry and touch
             return codec.materialise(project({"id": rid, **fields}, select, exclude))
@@ -138,26 +148,29 @@ def search(coll: Collection, query: str = "", **options: Any) -> dict[str, Any]:
             boosted.append((score * factor, rid, fields))
         top = sorted(boosted, key=lambda t: (-t[0], t[1]))
     select, exclude = _names(o.get("select_fields")), _names(o.get("exclude_fields"))
+    names = _top_level(select)
     results: list[dict[str, Any]] = []
     # the first ``limit`` records in one engine call; any after them (when some expired
     # since they were indexed) one by one
-    first = iter(coll.stored_many([rid for _, rid, _ in top[:limit] if rid not in records]))
+    loaded = coll.stored_many([rid for _, rid, _ in top[:limit] if rid not in records])
+    used = 0
     for score, rid, fields in top:
         if len(results) >= limit:
             break
         rec = records.get(rid)
+        got: dict[str, Any] | None
         if rec is not None:
-            out = project(rec, select, exclude)
+            got = project(rec, select, exclude)
         else:
-            data = next(first, _UNREAD)
-            out = _load_projected(coll, rid, coll.stored(rid) if data is _UNREAD else data,
-                                  select, exclude)
-        if out is None:  # expired since it was indexed
+            data = loaded[used] if used < len(loaded) else coll.stored(rid)
+            used += 1
+            got = _load_projected(coll, rid, data, select, exclude, names)
+        if got is None:  # expired since it was indexed
             total -= 1
             continue
-        results.append({"record": out, "score": score, "matched_fields": sorted(fields)})
+        results.append({"record": got, "score": score, "matched_fields": sorted(fields)})
     elapsed = int((time.perf_counter() - started) * 1000)
-    out = {"results": results, "total": total, "execution_time_ms": elapsed}
+    out: dict[str, Any] = {"results": results, "total": total, "execution_time_ms": elapsed}
     if explain is not None:
         out["explain"] = {"vector": explain or None, "text": bool(query.strip()),
                           "filtered": allowed is not None}
