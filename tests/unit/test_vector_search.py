@@ -4,6 +4,8 @@ updates reflected, filters, thresholds, and hybrid text + vector fusion."""
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -280,3 +282,28 @@ def test_a_projection_returns_what_projecting_the_whole_record_gives(
         assert list(r["record"]) == list(want)
         assert {k: type(v) for k, v in r["record"].items()} == {
             k: type(v) for k, v in want.items()}
+
+
+def test_closing_the_database_stops_the_graph_builder(tmp_path: Path) -> None:
+    """``Database.close`` waits for the hnsw builder thread to stop (after the chunk it is
+    adding): a process that closed its database and exited while the builder was inside
+    hnswlib was aborted at interpreter shutdown ("terminate called without an active
+    exception", SIGABRT)."""
+    child = f"""
+import threading
+import numpy as np
+from tuffdb.documents import Database, Vector
+db = Database.open({str(tmp_path / "db")!r})
+spec = {{"type": "vector", "algorithm": "hnsw", "metric": "cosine", "full_scan_threshold_kb": 64}}
+db.create_collection("v", {{"fields": {{"emb": {{"field_type": "Vector", "index": spec}}}}}})
+c = db.collection("v")
+c.search("warm", limit=1)
+rows = np.random.default_rng(7).normal(size=(30000, 64))
+c.insert_many([{{"id": f"r{{i}}", "emb": Vector(r.tolist())}} for i, r in enumerate(rows)])
+db.close()
+print(sum(t.name == "tuffdb-hnsw" for t in threading.enumerate()), flush=True)
+"""
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,  # noqa: S603
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.split() == ["0"]  # no builder thread outlives close()

@@ -341,6 +341,10 @@ class Database:
         """Flush and close the store (idempotent)."""
         if not self._closed:
             self._closed = True
+            for listener in self.listeners:  # background work first (hnsw builders)
+                close = getattr(listener, "close", None)
+                if close is not None:
+                    close()
             self.kv.close()
 
     def __enter__(self) -> Self:

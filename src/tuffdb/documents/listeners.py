@@ -133,3 +133,9 @@ class SearchHook:
                   updates: list[dict[str, Any]], deletes: list[str]) -> None:
         if self.delegate is not None:
             self.delegate.on_commit(collection, inserts, updates, deletes)
+
+    def close(self) -> None:
+        """The database closes: the search indexes stop their background work."""
+        close = getattr(self.delegate, "close", None)
+        if close is not None:
+            close()

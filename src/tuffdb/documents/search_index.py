@@ -197,6 +197,15 @@ class SearchListener:
                 raise IntegrityError(f"vectors of {sorted(dims)} dimensions in one batch for "
                                      f"field '{slot.field}'", condition=slot.field)
 
+    def close(self) -> None:
+        """The database closes: stop the vector indexes' builder threads."""
+        for coll in list(self.db._collections.values()):  # noqa: SLF001
+            state = _STATES.get(coll)
+            if state is not None:
+                for slot in state.vectors.values():
+                    if slot.index is not None:
+                        slot.index.close()
+
     def on_commit(self, collection: str, inserts: list[dict[str, Any]],
                   updates: list[dict[str, Any]], deletes: list[str]) -> None:
         state = self._state(collection)

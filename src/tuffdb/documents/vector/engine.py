@@ -144,6 +144,7 @@ class VectorEngine:
         self.last_write = 0.0
         self._plans: dict[tuple[Any, ...], dict[str, Any]] = {}  # unfiltered plans by state
         self.epoch = 0  # counts new graphs and calibrations (a plan's key)
+        self.closed = False  # the database closed: the builder stops, none starts
 
     def __len__(self) -> int:
         return len(self.flat)
@@ -228,6 +229,8 @@ class VectorEngine:
 
     def _start_builder(self) -> None:
         """Start the builder thread if there is work and none runs; under the lock."""
+        if self.closed:
+            return
         if self.graph is None and self._wants_graph():
             self._new_graph()
         if self.builder is None and (self.pending or self._stale()):
@@ -266,6 +269,8 @@ class VectorEngine:
     def _build_step(self) -> bool:
         """One chunk of graph inserts or one calibration; False when there is nothing to do."""
         with self.lock:
+            if self.closed:
+                return False
             if self.graph is not None and self.dead_labels > max(CHUNK, len(self.flat)):
                 self._new_graph()  # more dead labels than live vectors: start over
             if not self.pending:
@@ -358,6 +363,16 @@ class VectorEngine:
             self.calibration = Calibration(members, len(picked), CALIBRATION_K, curve, exact,
                                            time.perf_counter() - started, stderr=stderr)
             self.changes -= changes
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Stop the builder (the chunk it is adding finishes; no other starts) and wait
+        for it: a process that closes its database and exits must not leave a thread
+        inside hnswlib while the interpreter shuts down (that aborted the process)."""
+        with self.lock:
+            self.closed = True
+            builder = self.builder
+        if builder is not None and builder is not threading.current_thread():
+            builder.join(timeout)
 
     def settle(self, timeout: float = 600.0) -> bool:
         """Wait until the graph holds every vector and its calibration is fresh."""
