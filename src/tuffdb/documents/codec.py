@@ -205,11 +205,15 @@ def unpack_record(data: bytes, *, lazy_vectors: bool = False,
     """Decode what :func:`pack_record` wrote: ``(fields, ttl_seconds, touch)``;
     ``lazy_vectors``: vectors as :class:`LazyVector` (see :func:`materialise`)."""
     version, fields, ttl, touch = (_LAZY_DEC if lazy_vectors else _DEC).decode(data)
+    _check_version(version)
+    return fields, ttl, touch
+
+
+def _check_version(version: int) -> None:
     if version != RECORD_VERSION:
         from tuffdb.errors import VersionMismatchError  # noqa: PLC0415 - cold path
 
         raise VersionMismatchError(f"document record version {version}; upgrade tuffdb")
-    return fields, ttl, touch
 
 
 _SELECTED: dict[tuple[str, ...], msgspec.msgpack.Decoder[Any]] = {}
@@ -232,10 +236,7 @@ def unpack_selected(data: bytes, names: tuple[str, ...],
         layout: Any = tuple.__class_getitem__((int, shape, Any, Any))  # a runtime type
         dec = _SELECTED[names] = msgspec.msgpack.Decoder(layout, ext_hook=_ext_hook)
     version, picked, ttl, touch = dec.decode(data)
-    if version != RECORD_VERSION:
-        from tuffdb.errors import VersionMismatchError  # noqa: PLC0415 - cold path
-
-        raise VersionMismatchError(f"document record version {version}; upgrade tuffdb")
+    _check_version(version)
     unset = msgspec.UNSET
     fields = {n: v for n, v in zip(names, msgspec.structs.astuple(picked), strict=True)
               if v is not unset}

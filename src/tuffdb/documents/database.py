@@ -172,9 +172,8 @@ class Database:
 
     def _replay_intents(self) -> int:
         intents = list(self.kv.scan(INTENT))
-        for key, raw in intents:  # its ops and its own delete, in one atomic batch
-            ops = [(k, v, ttl) for k, v, ttl in codec.unpack(raw)]
-            self.kv.write_batch([*ops, (key, None)], sync=self.sync)
+        for key, raw in intents:  # its ops ([key, value | None, ttl]) and its own delete,
+            self.kv.write_batch([*codec.unpack(raw), (key, None)], sync=self.sync)  # at once
         return len(intents)
 
     def _to_trash(self, items: list[tuple[bytes, bytes]]) -> None:
@@ -269,7 +268,8 @@ class Database:
         collection whose metadata changed (schema, index definitions, drop) is reloaded
         on its next use. A leader's multi-key commit arrives as the one frame it wrote
         (all or nothing); intents (written by earlier versions) are stored as they come,
-        and a node promoted to leader replays what is left (:meth:`replay_intents`). Returns a ticket for ``kv.when_durable``.
+        and a node promoted to leader replays what is left (:meth:`replay_intents`).
+        Returns a ticket for ``kv.when_durable``.
         """
         kv = self.kv
         records = kv.replica_records(frames)
