@@ -172,8 +172,9 @@ class Database:
 
     def _replay_intents(self) -> int:
         intents = list(self.kv.scan(INTENT))
-        for key, raw in intents:  # its ops ([key, value | None, ttl]) and its own delete,
-            self.kv.write_batch([*codec.unpack(raw), (key, None)], sync=self.sync)  # at once
+        for key, raw in intents:  # its ops and its own delete, in one atomic batch
+            ops = [tuple(op) for op in codec.unpack(raw)]  # stored as lists; ops are tuples
+            self.kv.write_batch([*ops, (key, None)], sync=self.sync)
         return len(intents)
 
     def _to_trash(self, items: list[tuple[bytes, bytes]]) -> None:
