@@ -28,6 +28,21 @@ def test_resp2_and_resp3_shapes() -> None:
     assert reply.Resp3.null_array == b"_\r\n"
 
 
+@given(st.lists(st.one_of(st.binary(max_size=40), st.none(), st.binary(min_size=1020,
+                                                                       max_size=1030)),
+                max_size=40))
+def test_bulk_arrays_encode_each_value_whatever_the_mix_of_lengths(values: list[bytes | None],
+                                                                  ) -> None:
+    """Values of one length take a shortcut (one shared header); this must not show."""
+    for enc, null in ((reply.Resp2, b"$-1\r\n"), (reply.Resp3, b"_\r\n")):
+        expected = b"*%d\r\n" % len(values) + b"".join(
+            null if v is None else b"$%d\r\n%b\r\n" % (len(v), v) for v in values)
+        assert enc.bulks(values) == expected
+        same = [v for v in values if v is not None]
+        assert enc.bulks([same[0]] * 7 if same else []) == (
+            b"*7\r\n" + b"$%d\r\n%b\r\n" % (len(same[0]), same[0]) * 7 if same else b"*0\r\n")
+
+
 def test_error_lines_never_contain_newlines() -> None:
     assert reply.error("ERR a\r\nb") == b"-ERR a  b\r\n"
 
@@ -86,6 +101,14 @@ def test_to_int_rejects_what_redis_rejects(text: bytes) -> None:
 def test_to_int_accepts_int64_range() -> None:
     assert to_int(b"-9223372036854775808") == -(2**63)
     assert to_int(b"0") == 0
+
+
+@given(st.integers(min_value=-20_000, max_value=20_000))
+def test_to_int_reads_small_numbers_as_int_does(n: int) -> None:
+    """Small integers come from a table; it must agree with the parser around its edges."""
+    assert to_int(b"%d" % n) == n
+    with pytest.raises(CommandError):
+        to_int(b"0%d" % abs(n) if n else b"-0")
 
 
 def test_to_float_rejects_spaces_and_nan() -> None:

@@ -10,6 +10,7 @@ the active segment, then sealed ones newest first, then the cold tier.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tuffdb.storage.log_file import LogFile
 
@@ -22,6 +23,18 @@ class _Tombstone:
 
 
 TOMBSTONE = _Tombstone()
+
+
+def holds(items: list[Any], obj: object) -> bool:
+    """``obj in items`` by identity alone, for the value lists of reads (is a miss,
+    ``None``, or a ``TOMBSTONE`` among them?). ``in`` compares each bytes value with
+    ``==``, which for bytes against ``None`` or a sentinel falls through two rich
+    comparisons (~13 ns a value: 8 us for an LRANGE of 600); compiled, this loop is one
+    pointer comparison a value."""
+    for x in items:
+        if x is obj:
+            return True
+    return False
 # Memory charged per record on top of key and value bytes (dict slot, list slots, header).
 RECORD_OVERHEAD_BYTES = 64
 

@@ -46,7 +46,7 @@ from tuffdb.errors import (
 from tuffdb.kv import background, recovery
 from tuffdb.kv.check import check_store, store_stats
 from tuffdb.kv.cold import BLOCK_TARGET_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, ColdSegment
-from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES, TOMBSTONE, HotSegment
+from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES, TOMBSTONE, HotSegment, holds
 from tuffdb.kv.ordered import OrderedKeys
 from tuffdb.kv.records import Record, iter_records
 from tuffdb.kv.shipping_source import KVSource
@@ -810,9 +810,9 @@ class KVStore(MutableMapping[bytes, bytes]):
         chain = self._chain
         vals: list[Any] = list(map(chain[0].get, keys))
         for d in chain[1:]:
-            if None in vals:
+            if holds(vals, None):
                 vals = [d.get(k) if v is None else v for k, v in zip(keys, vals, strict=True)]
-        if None in vals:
+        if holds(vals, None):
             missing = [i for i, v in enumerate(vals) if v is None]
             locs = list(map(self._keydir.get, [keys[i] for i in missing]))
             cache_get = self._cache.get
@@ -825,7 +825,7 @@ class KVStore(MutableMapping[bytes, bytes]):
                     continue
                 off = (loc >> 28) & 0xFFFFF
                 vals[i] = blk[off : off + (loc & 0xFFFFFFF)]
-        if TOMBSTONE in vals:
+        if holds(vals, TOMBSTONE):
             vals = [None if v is TOMBSTONE else v for v in vals]
         return vals
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from tuffdb.kv.hot_tier import holds
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
@@ -52,14 +54,18 @@ def _head(n: int) -> bytes:
 
 
 def bulk_array(values: Sequence[bytes]) -> bytes:
-    """An array of bulk strings (no nulls), built by C loops: the ``$len`` headers by
-    ``map`` (looked up for short values), interleaved with the values by slice
-    assignment, one ``join``."""
+    """An array of bulk strings (no nulls), built by C loops. Values of one length (ids,
+    counters, fixed-size payloads) share one ``$len`` header, so the array is one
+    ``join`` with the header as separator; otherwise the headers are made by ``map``
+    (looked up for short values) and interleaved with the values by slice assignment."""
     n = len(values)
     if not n:
         return EMPTY_ARRAY
-    items: list[bytes] = [b""] * (2 * n)
     lens = list(map(len, values))
+    first = lens[0]
+    if lens.count(first) == n:  # small ints are shared objects: count compares identities
+        return b"*%d\r\n$%d\r\n%b\r\n" % (n, first, (b"\r\n$%d\r\n" % first).join(values))
+    items: list[bytes] = [b""] * (2 * n)
     items[::2] = (list(map(_SMALL_HEADS.__getitem__, lens)) if max(lens) < 1024  # noqa: PLR2004
                   else list(map(_head, lens)))
     items[1::2] = values
@@ -74,8 +80,8 @@ class Resp2:
     null_array: ClassVar[bytes] = b"*-1\r\n"
 
     @staticmethod
-    def bulks(values: Sequence[bytes | None]) -> bytes:
-        if None not in values:
+    def bulks(values: list[bytes | None]) -> bytes:
+        if not holds(values, None):
             return bulk_array(values)  # type: ignore[arg-type]
         parts = [b"*%d\r\n" % len(values)]
         add = parts.append
@@ -119,8 +125,8 @@ class Resp3(Resp2):
     null_array: ClassVar[bytes] = b"_\r\n"
 
     @staticmethod
-    def bulks(values: Sequence[bytes | None]) -> bytes:
-        if None not in values:
+    def bulks(values: list[bytes | None]) -> bytes:
+        if not holds(values, None):
             return bulk_array(values)  # type: ignore[arg-type]
         parts = [b"*%d\r\n" % len(values)]
         add = parts.append

@@ -16,10 +16,16 @@ if TYPE_CHECKING:
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 INT_RE = re.compile(rb"-?(0|[1-9][0-9]*)\Z")
+# The canonical spelling of the small integers arguments mostly are (indexes, counts,
+# seconds): one dict lookup instead of the regular expression and int().
+_SMALL_INTS = {b"%d" % n: n for n in range(-1024, 10_001)}
 
 
 def to_int(raw: bytes, message: str = NOT_INTEGER) -> int:
     """Parse like Redis's ``string2ll``: no spaces, no '+', no leading zeros, int64."""
+    small = _SMALL_INTS.get(raw)
+    if small is not None:
+        return small
     if len(raw) > 20 or not INT_RE.match(raw) or raw == b"-0":
         raise CommandError(message)
     n = int(raw)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tuffdb._format.resp import LIST_META, LIST_START, TAG_LIST, U64
+from tuffdb.kv.hot_tier import holds
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.blocking import Blocked
 from tuffdb.server.resp.commands.collection import (
@@ -78,7 +79,7 @@ class ListState:
         if i >= j:
             return []
         got = c.db.get_many(self.positions(i, j))
-        if None in got:  # only if the engine lost an element: never hand out a null
+        if holds(got, None):  # only if the engine lost an element: never hand out a null
             return [v if v is not None else b"" for v in got]
         return got  # type: ignore[return-value]
 
