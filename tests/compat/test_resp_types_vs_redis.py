@@ -232,7 +232,7 @@ def test_type_scripts_reply_like_redis(servers: tuple[int, int], name: str) -> N
 
 # -- random sequences across every type ------------------------------------------------------
 KEYS = st.sampled_from(["a", "b", "c"])
-MEMBERS = st.sampled_from(["x", "y", "z", "1", "2"])
+MEMBERS = st.sampled_from(["x", "y", "z", "1", "2", "", "member-7"])  # lengths 0, 1 and 8
 SCORES = st.sampled_from(["0", "1", "2.5", "-1", "inf", "-inf", "(1", "x"])
 INDEXES = st.sampled_from(["0", "1", "-1", "2", "-3", "10"])
 SIDES = st.sampled_from(["LEFT", "RIGHT"])

@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from tuffdb._format.resp import LIST_START
-from tuffdb.server.resp.commands.lists import MANY_POSITIONS, element_keys
+from tuffdb.server.resp.commands.lists import MANY_POSITIONS, element_keys, span_keys
 
 _pack = struct.Struct(">Q").pack
 
@@ -22,3 +22,13 @@ def test_positions_many_and_few_agree(head: int, prefix: bytes) -> None:
                  (0, 100), (3, 600)):
         expected = [prefix + _pack(p) for p in range(head + i, head + j)]
         assert element_keys(prefix, head + i, head + j) == expected
+
+
+@pytest.mark.parametrize("head", [LIST_START - 40, (1 << 64) - 700, 0])
+def test_pipelined_spans_give_each_span_its_keys_in_order(head: int) -> None:
+    """Pipelined LRANGEs build the keys of all their spans in one NumPy pass."""
+    spans = [(b"\xffd" + _pack(cid), head + lo, head + hi)
+             for cid, lo, hi in ((7, 0, 100), (0, 3, 4), (7, 50, 650), (1 << 40, 0, 33))]
+    expected = [prefix + _pack(p) for prefix, lo, hi in spans for p in range(lo, hi)]
+    assert span_keys(spans) == expected
+    assert span_keys(spans[:1]) == expected[:100]

@@ -64,12 +64,20 @@ def bulk_array(values: Sequence[bytes]) -> bytes:
     lens = list(map(len, values))
     first = lens[0]
     if lens.count(first) == n:  # small ints are shared objects: count compares identities
-        return b"*%d\r\n$%d\r\n%b\r\n" % (n, first, (b"\r\n$%d\r\n" % first).join(values))
+        return same_length_array(values, first)
     items: list[bytes] = [b""] * (2 * n)
     items[::2] = (list(map(_SMALL_HEADS.__getitem__, lens)) if max(lens) < 1024  # noqa: PLR2004
                   else list(map(_head, lens)))
     items[1::2] = values
     return b"*%d\r\n%b\r\n" % (n, b"\r\n".join(items))
+
+
+def same_length_array(values: Sequence[bytes], width: int) -> bytes:
+    """An array of bulk strings that are all ``width`` bytes long: one ``join``, with the
+    shared ``$len`` header as its separator."""
+    if not values:
+        return EMPTY_ARRAY
+    return b"*%d\r\n$%d\r\n%b\r\n" % (len(values), width, (b"\r\n$%d\r\n" % width).join(values))
 
 
 class Resp2:
