@@ -28,6 +28,7 @@ from tuffdb.kv.cold import (
     segment_files,
     write_segment,
 )
+from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES
 from tuffdb.storage.files import remove_quietly
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def compact_background(store: KVStore, *, busy: bool = False) -> None:
     """
     with store._bg_mutex:
         order = store._cold_order
-        small = [s for s in order if s.value_bytes < store._hot_bytes // 4]
+        small = [s for s in order if _weight(s) < store._hot_bytes // 4]
         if busy and len(small) < BUSY_MAX_SMALL_SEGMENTS:
             live = sum(s.live_bytes for s in order)
             if sum(s.value_bytes for s in order) - live <= BUSY_MAX_DEAD_PER_LIVE * live:
@@ -93,6 +94,14 @@ def compact_background(store: KVStore, *, busy: bool = False) -> None:
             group.append(s)
             size += s.live_bytes
         merge_segments(store, group)
+
+
+def _weight(seg: ColdSegment) -> int:
+    """A segment's size as the hot tier counted it (values plus a fixed charge per record):
+    a spill of a full hot segment of tiny values (list elements, counters) is not small,
+    though its value bytes are. Small ones are the spills the loss window forced early."""
+    records: int = seg.meta.get("records", 0)
+    return seg.value_bytes + records * RECORD_OVERHEAD_BYTES
 
 
 def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
