@@ -47,6 +47,7 @@ HOT_MODULES = (
     "tuffdb/server/resp/commands/hashes.py",
     "tuffdb/server/resp/commands/sets.py",
     "tuffdb/server/resp/commands/zsets.py",
+    "tuffdb/server/resp/commands/streams.py",
     "tuffdb/server/resp/keyspace.py",
     "tuffdb/server/loop_rounds.py",
     "tuffdb/kv/store.py",

@@ -94,7 +94,7 @@ def id_text(i: Id) -> bytes:
 
 
 def _id_key(i: Id) -> bytes:
-    return U64_PAIR.pack(*i)
+    return U64_PAIR.pack(i[0], i[1])
 
 
 def _incr(i: Id) -> Id | None:
@@ -141,17 +141,19 @@ class Stream:
         self.sec = secondary(self.cid)
 
     def meta(self) -> bytes:
-        return STREAM_META.pack(TAG_STREAM, self.cid, self.length, *self.last, *self.maxdel,
-                                self.added)
+        last, maxdel = self.last, self.maxdel
+        return STREAM_META.pack(TAG_STREAM, self.cid, self.length, last[0], last[1], maxdel[0],
+                                maxdel[1], self.added)
 
     def finish(self, c: Conn, *, signal: bool = False) -> None:
         """Queue the metadata (an emptied stream stays), write, notify."""
-        self.ops.append(meta_op(self.skey, self.meta(), self.existed))
+        meta = self.meta()
+        self.ops.append(meta_op(self.skey, meta, self.existed))
         commit(c, self.key, self.ops)
         self.existed = True
         self.ops = []
         if signal:
-            c.srv.signal(self.key, self.meta())
+            c.srv.signal(self.key, meta)
 
     # -- entries
     def entries(self, c: Conn, start: Id, end: Id, *, reverse: bool = False
