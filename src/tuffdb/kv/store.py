@@ -859,7 +859,14 @@ class KVStore(MutableMapping[bytes, bytes]):
         return out
 
     def exists(self, key: bytes) -> bool:
-        return self.get(key) is not None
+        """Whether ``key`` is live: :meth:`get`'s lookups without reading the value, so a
+        key in the cold tier costs no block read or decompression (SISMEMBER of a big set)."""
+        if self._closed:
+            self._require_open()
+        if type(key) is not bytes:
+            key = _as_bytes(key, "key")
+        self._reads += 1
+        return self._exists_unlocked(key, self._now_ms() if self._expiry else 0)
 
     # -- TTL -------------------------------------------------------------------------------
     def expire(self, key: bytes, seconds: float) -> bool:

@@ -130,7 +130,10 @@ class Overlay:
         return [self.get(k) for k in keys]
 
     def exists(self, key: bytes) -> bool:
-        return self.get(key) is not None
+        entry = self.writes.get(key)
+        if entry is None:
+            return self.base.exists(key)
+        return entry[0] is not None
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, bytes) and self.get(key) is not None

@@ -120,8 +120,7 @@ def smembers(c: Conn, a: list[bytes]) -> bytes:
 def sismember(c: Conn, a: list[bytes]) -> bytes:
     """Whether a member is in the set."""
     s = Coll(c, a[1], TAG_SET)
-    return reply.ONE if s.existed and c.db.get(elements(s.cid) + a[2]) is not None \
-        else reply.ZERO
+    return reply.ONE if s.existed and c.db.exists(elements(s.cid) + a[2]) else reply.ZERO
 
 
 @command("smismember", -3, "readonly fast", (1, 1, 1), group="set", since="6.2.0")
