@@ -816,12 +816,17 @@ class KVStore(MutableMapping[bytes, bytes]):
             missing = [i for i, v in enumerate(vals) if v is None]
             locs = list(map(self._keydir.get, [keys[i] for i in missing]))
             cache_get = self._cache.get
+            gid = -1  # the block of the previous key: keys read together (a list's
+            blk: bytes | None = None  # elements, a range) mostly share one
             for i, loc in zip(missing, locs, strict=True):
                 if loc is None:
                     continue
-                blk = cache_get(loc >> 48)
+                if loc >> 48 != gid:
+                    gid = loc >> 48
+                    blk = cache_get(gid)
                 if blk is None:  # a miss (or a retired segment): the full path handles it
                     vals[i] = self.get(keys[i])
+                    gid = -1
                     continue
                 off = (loc >> 28) & 0xFFFFF
                 vals[i] = blk[off : off + (loc & 0xFFFFFFF)]

@@ -384,8 +384,11 @@ def lrange_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
         return []
     try:
         spans = []
+        states: dict[bytes, ListState] = {}  # one metadata read per key
         for a in cmds:
-            lst = ListState(c, a[1])
+            lst = states.get(a[1])
+            if lst is None:
+                lst = states[a[1]] = ListState(c, a[1])
             i, j = clamp_range(a[2], a[3], lst.size)
             spans.append((lst, i, j))
     except CommandError:
