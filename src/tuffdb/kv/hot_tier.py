@@ -23,6 +23,8 @@ class _Tombstone:
 
 
 TOMBSTONE = _Tombstone()
+# Memory charged per record on top of key and value bytes (dict slot, list slots, header).
+RECORD_OVERHEAD_BYTES = 64
 
 
 def holds(items: list[Any], obj: object) -> bool:
@@ -35,8 +37,6 @@ def holds(items: list[Any], obj: object) -> bool:
         if x is obj:
             return True
     return False
-# Memory charged per record on top of key and value bytes (dict slot, list slots, header).
-RECORD_OVERHEAD_BYTES = 64
 
 
 class HotSegment:
