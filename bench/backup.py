@@ -20,6 +20,15 @@ One run on one host, ratios from that run, medians of ``--repeats`` with min and
    ``--throttle-mb`` MB/s and ``cp -r`` + ``sync -f`` of the live directory, each
    followed by a window of the load alone (as long, at most 10 s). Reported: each one's
    MB/s and the puts/s during it against the puts/s alone.
+2b. **Under a server's durable load**: ``tuffdb serve --durability always`` (not pinned)
+   filled over RESP with ``--gb`` GB of incompressible 1 KiB values and the YCSB records,
+   YCSB A from bench/ycsb_gen/ycsb_driver.c (``--ycsb-threads`` connections, not pinned)
+   running throughout; per repetition, each of ``POST /backup``, ``POST /backup`` at
+   ``--throttle-mb`` MB/s and ``cp -r`` + ``sync -f`` of the server's live directory,
+   each followed by a window of the load alone (as long, at most 10 s). Reported: each
+   one's MB/s and the KV writes/s (``tuffdb_kv_puts_total``) during it against alone:
+   the deployment an operator runs, where the backup's threads share the server's
+   process and both share the host's two cores and disk with the load generator.
 3. **Restore with ``--check``** (open every store and run its full check) once: what the
    default verification saves.
 4. **Archive lag under YCSB A, durable**: ``tuffdb serve --durability always --archive DIR
@@ -288,6 +297,127 @@ def under_load(data: Path, work: Path, repeats: int, cp_offline_mbps: float,
         "backup_under_load_vs_cp_sync_under_load": (
             med["backup"]["mb_per_s"]["median"] / med["cp -r + sync"]["mb_per_s"]["median"]),
         "puts_ratio_median": {name: med[name]["puts_ratio"]["median"] for name in contestants},
+    }
+
+
+# --------------------------------------------------------------------------- 2b. server
+def kv_puts(admin: int) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("tuffdb_kv_puts_total "):
+                return float(line.split()[1])
+    raise RuntimeError("no tuffdb_kv_puts_total in /metrics")
+
+
+def server_under_load(work: Path, gb: float, repeats: int, throttle_mb: float,
+                      records: int, threads: int) -> dict[str, Any]:
+    """A server under YCSB A, durable, while ``POST /backup`` (and ``cp -r`` + sync of
+    its live directory) runs: the load's KV writes/s during each against alone."""
+    from _ycsb_cgen import build_driver, run_driver
+    from _ycsb_work import key, record
+
+    exe = build_driver(work / "gen")
+    if exe is None:
+        return {"skipped": "no C compiler for bench/ycsb_gen/ycsb_driver.c"}
+    import redis
+
+    data = work / "server-data"
+    rows = []
+    with tuffdb_server(data, None, None) as ports:
+        r = redis.Redis(port=ports["resp"])
+        rnd = os.urandom(VALUE * 4096)
+        n = int(gb * 0.9 * (1 << 30)) // VALUE
+        for i in range(0, n, 2000):
+            pipe = r.pipeline(transaction=False)
+            for j in range(i, min(n, i + 2000)):
+                pipe.set(b"key%012d" % j, rnd[(j % 4096) * VALUE:(j % 4096 + 1) * VALUE])
+            pipe.execute()
+        for i in range(0, records, 1000):
+            pipe = r.pipeline(transaction=False)
+            for j in range(i, min(records, i + 1000)):
+                pipe.hset(key(j), mapping=record(j, 42))
+            pipe.execute()
+        size = dir_bytes(data)
+        print(f"  server data directory: {size / 1e9:.2f} GB", flush=True)
+        admin = ports["admin"]
+
+        def backup(rate: float | None = None) -> int:
+            body: dict[str, Any] = {"dest": str(work / "bk-server")}
+            if rate:
+                body["max_mb_per_s"] = rate
+            req = urllib.request.Request(f"http://127.0.0.1:{admin}/backup",
+                                         data=json.dumps(body).encode(), method="POST")
+            with urllib.request.urlopen(req, timeout=3600) as resp:
+                resp.read()
+            got = dir_bytes(work / "bk-server")
+            shutil.rmtree(work / "bk-server")
+            return got
+
+        def cp() -> int:
+            dst = work / "cp-server"
+            subprocess.run(["cp", "-r", str(data), str(dst)], check=False,
+                           stderr=subprocess.DEVNULL)
+            subprocess.run(["sync", "-f", str(dst)], check=True)
+            got = dir_bytes(dst)
+            shutil.rmtree(dst)
+            return got
+
+        def window(fn: Callable[[], int] | None, seconds: float) -> tuple[float, float, int]:
+            c0, t0 = kv_puts(admin), time.perf_counter()
+            out = fn() if fn is not None else time.sleep(seconds) or 0
+            dt = time.perf_counter() - t0
+            return (kv_puts(admin) - c0) / dt, dt, out
+
+        contestants: dict[str, Callable[[], int]] = {
+            "POST /backup": backup,
+            f"POST /backup max_mb_per_s {throttle_mb:g}": lambda: backup(throttle_mb),
+            "cp -r + sync": cp,
+        }
+        stop = threading.Event()
+        result: dict[str, Any] = {}
+
+        def load() -> None:
+            with contextlib.suppress(RuntimeError):  # (ended by pkill below)
+                result.update(run_driver(exe, "resp", ports["resp"], "A", threads, records,
+                                         42, 2.0, 24 * 3600, 0, None))
+            stop.set()
+
+        driver = threading.Thread(target=load)
+        driver.start()
+        try:
+            time.sleep(5.0)  # the driver's warm-up and the server's first rounds
+            for rep in range(repeats):
+                row: dict[str, Any] = {}
+                for name, fn in contestants.items():
+                    sync()
+                    rate, secs, nbytes = window(fn, 0)
+                    sync()
+                    alone, _, _ = window(None, min(secs, ALONE_S))
+                    row[name] = {"seconds": secs, "bytes": nbytes,
+                                 "mb_per_s": nbytes / 1e6 / secs,
+                                 "kv_writes_per_s_during": rate, "kv_writes_per_s_alone": alone,
+                                 "writes_ratio": rate / alone}
+                    print(f"  rep {rep}, server: {name} {row[name]['mb_per_s']:.0f} MB/s, "
+                          f"KV writes {rate:.0f}/s during vs {alone:.0f}/s alone", flush=True)
+                rows.append(row)
+        finally:
+            subprocess.run(["pkill", "-f", str(exe)], check=False)
+            driver.join()
+    med = {name: {k: spread([r[name][k] for r in rows]) for k in rows[0][name]}
+           for name in contestants}
+    cp_rate = med["cp -r + sync"]["mb_per_s"]["median"]
+    return {
+        "load": f"tuffdb serve --durability always (not pinned), {size / 1e9:.2f} GB of "
+                f"1 KiB values plus {records:,} YCSB records; YCSB A (50% HGETALL, 50% HSET, "
+                f"Zipfian) from bench/ycsb_gen/ycsb_driver.c, {threads} connections, "
+                "closed loop, not pinned; the rate of KV writes from /metrics "
+                "(tuffdb_kv_puts_total) during each copy and in a window of the load "
+                "alone after it",
+        "data_bytes": size, "rows": rows, "spread": med,
+        "writes_ratio_median": {name: med[name]["writes_ratio"]["median"]
+                                for name in contestants},
+        "mb_per_s_vs_cp_sync_under_load": {name: med[name]["mb_per_s"]["median"] / cp_rate
+                                           for name in contestants},
     }
 
 
@@ -565,13 +695,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gb", type=float, default=4.0)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--throttle-mb", type=float, default=150.0)
+    ap.add_argument("--throttle-mb", type=float, default=350.0)
     ap.add_argument("--ycsb-records", type=int, default=100_000)
     ap.add_argument("--ycsb-threads", type=int, default=8)
     ap.add_argument("--ycsb-seconds", type=float, default=60.0)
     ap.add_argument("--pitr-keys", type=int, default=1_000_000)
     ap.add_argument("--tier-mb", type=int, default=1200)
-    ap.add_argument("--only", default="copies,load,check,ycsb,pitr,tier")
+    ap.add_argument("--only", default="copies,load,server,check,ycsb,pitr,tier")
     ap.add_argument("--switch-interval", type=float, default=None,
                     help="sys.setswitchinterval for this process (Python's default: 0.005)")
     ap.add_argument("--dir", default="/var/tmp")
@@ -603,6 +733,12 @@ def main(argv: list[str] | None = None) -> int:
             result["restore_check"] = restore_check(data, work)
         shutil.rmtree(data)
         sync()
+        if "server" in only:
+            result["server_under_load"] = server_under_load(
+                work, args.gb, args.repeats, args.throttle_mb, args.ycsb_records,
+                args.ycsb_threads)
+            shutil.rmtree(work / "server-data")
+            sync()
         if "ycsb" in only:
             result["ycsb_a_archive_lag"] = ycsb_lag(work, args.ycsb_records, args.ycsb_threads,
                                                     args.ycsb_seconds)

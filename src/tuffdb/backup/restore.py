@@ -112,7 +112,7 @@ def fetch_all(target: ObjectStore, files: list[tuple[FileEntry, Path]], report: 
     for d in dirs:
         d.mkdir(parents=True, exist_ok=True)
     sizes = run_parallel(lambda e, d: fetch(target, e, d), files, progress,
-                         [e.size for e, _ in files])
+                         [e.size for e, _ in files], background=False)
     for d in dirs:
         fsync_dir(d)
     report.files += len(sizes)

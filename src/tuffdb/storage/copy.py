@@ -1,4 +1,4 @@
-"""Copying files fast: the bytes move inside the kernel, the checksum runs in C.
+"""Copying files fast, and gently beside a store that is serving.
 
 Backups, restores, snapshots and archive uploads copy whole files (or a log's first
 bytes). A Python loop of ``read``/``write`` over a buffer costs a copy into user space
@@ -6,12 +6,20 @@ and back, and, worse, one GIL hand-off per call: a thread copying beside a busy 
 thread waits up to the interpreter's switch interval (5 ms) at every hand-off, which is
 what held a backup under load to a few tens of MB/s. Here:
 
-* :func:`copy_fd` moves the bytes with ``copy_file_range(2)`` (in-kernel, one call per
-  gigabyte, no user-space copy; a reflink where the file system has them), falling back
-  to ``sendfile(2)`` and then to ``read``/``write`` of large buffers;
+* :func:`copy_fd` writes files of :data:`DIRECT_MIN_BYTES` or more with direct,
+  synchronous writes of :data:`DIRECT_SLICE` from a map of the source
+  (:func:`_copy_direct`: no page-cache copy, no dirty pages); the rest, and everything
+  where direct I/O is refused, moves with ``copy_file_range(2)`` (in-kernel, no
+  user-space copy; a reflink where the file system has them), falling back to
+  ``sendfile(2)`` and then to ``read``/``write`` of large buffers;
 * :func:`crc_fd` computes CRC-32C over 64 MiB reads, one call to ``google_crc32c``
   each (which releases the GIL for bytes of 1 MiB or more): two GIL hand-offs per 64 MiB,
   not several per megabyte.
+
+Why direct writes (measured, docs/benchmarks/backup.md): a server under a durable load
+shares its host's cores and disk with an online backup. Through the page cache, a copy
+costs CPU twice (the copy into new pages, their writeback later) and leaves the disk's
+write cache full of its bytes, which every log fsync of the store must then flush.
 """
 
 from __future__ import annotations
@@ -35,6 +43,13 @@ COPY_SLICE = 1 << 30
 #: Bytes per ``copy_file_range`` call under a :class:`Throttle`.
 THROTTLED_SLICE = 8 << 20
 _BUFFER = 8 << 20
+#: Direct I/O: offsets and lengths are multiples of this; files under DIRECT_MIN_BYTES
+#: are copied through the page cache.
+DIRECT_ALIGN = 4096
+DIRECT_MIN_BYTES = 1 << 20
+#: Bytes per direct write: the disk's queue holds at most this much of a copy's
+#: bytes ahead of the store's log writes (per copying thread).
+DIRECT_SLICE = 4 << 20
 # copy_file_range refuses some pairs (older kernels across file systems, special files):
 # those errors mean "use the next method", never "the copy failed".
 _UNSUPPORTED = frozenset({errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP,
@@ -131,9 +146,59 @@ def copy_fd(src: int, dst: int, size: int, throttle: Throttle | None = None) -> 
 
     :raises CorruptionError: ``src`` ends before ``size``.
     """
+    done = _copy_direct(src, dst, size, throttle)
+    if done < size:
+        _copy_cached(src, dst, size, done, COPY_SLICE if throttle is None else THROTTLED_SLICE,
+                     throttle)
+
+
+def _copy_direct(src: int, dst: int, size: int, throttle: Throttle | None) -> int:
+    """Copy what it can of ``[0, size)`` with direct, synchronous writes: ``dst``
+    reopened ``O_DIRECT | O_DSYNC`` and written from a read-only map of ``src``. The
+    disk reads the source's (cached) pages in place: no copy into new page-cache pages,
+    no dirty pages, no writeback afterwards; that is the CPU a ``cp``
+    (``copy_file_range``) spends, and on a small host the CPU the store serving
+    requests beside it needs. ``O_DSYNC`` makes each piece durable before the next
+    (a cache flush per piece where the disk has no FUA), so the store's own log fsyncs
+    never have to flush a backlog of the copy's bytes out of the disk's cache. Returns
+    the bytes copied (a multiple of :data:`DIRECT_ALIGN`; 0 where the file system or
+    the file does not allow it): the caller copies the rest through the page cache."""
+    if size < DIRECT_MIN_BYTES or os.fstat(src).st_size < size or os.fstat(dst).st_size:
+        return 0
+    try:
+        wfd = os.open(f"/proc/self/fd/{dst}", os.O_WRONLY | os.O_DIRECT | os.O_DSYNC)
+    except (OSError, AttributeError):
+        return 0  # (no /proc, or no direct I/O on this file system)
     done = 0
+    try:
+        with mmap.mmap(src, size, access=mmap.ACCESS_READ) as m:
+            view = memoryview(m)
+            try:
+                aligned = size - size % DIRECT_ALIGN
+                while done < aligned:
+                    want = min(DIRECT_SLICE, aligned - done)
+                    if throttle is not None:
+                        throttle.take(want)
+                    try:
+                        n = os.pwrite(wfd, view[done:done + want], done)
+                    except OSError as exc:
+                        if exc.errno != errno.EINVAL:
+                            raise
+                        break  # refused (alignment, file system): the rest goes cached
+                    done += n
+                    if n != want:
+                        break  # a short write leaves an unaligned offset
+            finally:
+                view.release()
+    finally:
+        os.close(wfd)
+    return done - done % DIRECT_ALIGN
+
+
+def _copy_cached(src: int, dst: int, size: int, done: int, piece: int,
+                 throttle: Throttle | None) -> None:
+    """Copy ``[done, size)`` through the page cache, ``piece`` bytes per call."""
     method = "copy_file_range"
-    piece = COPY_SLICE if throttle is None else THROTTLED_SLICE
     while done < size:
         want = min(size - done, piece)
         if throttle is not None:

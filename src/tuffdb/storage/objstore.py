@@ -31,7 +31,7 @@ from urllib.parse import urlparse
 from tuffdb._format.checksum import crc32c, crc32c_extend
 from tuffdb.errors import CorruptionError, NotFoundError, OperationalError, ProgrammingError
 from tuffdb.storage.copy import Throttle, copy_file, file_crc
-from tuffdb.storage.files import fsync_dir, fsync_fd, pread_exact, write_all
+from tuffdb.storage.files import fsync_dir, fsync_fd, pread_exact, sync_filesystem, write_all
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -62,6 +62,12 @@ class ObjectStore(Protocol):
 
     def put(self, key: str, data: bytes, *, if_none_match: bool = False,
             if_match: str | None = None) -> str: ...
+
+    def deferred_sync(self) -> contextlib.AbstractContextManager[None]:
+        """Objects written inside become durable together when it ends without an
+        error (before that, any of them may be lost in a crash): for many objects
+        written at once, whose completion something written afterwards records."""
+        ...
 
     def put_file(self, key: str, path: Path, *, size: int | None = None, link: bool = False,
                  if_none_match: bool = False, crc: bool = True,
@@ -173,6 +179,27 @@ class DirStore:
         self.url = str(self.root)
         self._tmp = 0
         self._mu = threading.Lock()
+        self._deferred = 0  # open deferred_sync() blocks: no fsync per file and directory
+
+    @contextlib.contextmanager
+    def deferred_sync(self) -> Iterator[None]:
+        """No fsync of every file and of its directory: one ``syncfs`` of the target's
+        file system at the end. A backup writes hundreds of files; an fsync each (and
+        one of its directory) is a journal commit each, and a store on the same disk
+        waits behind every one of them in its own log fsyncs (measured: a server under a
+        durable load kept 0.21x of its throughput during a backup; see storage/copy.py)."""
+        with self._mu:
+            self._deferred += 1
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            with self._mu:
+                self._deferred -= 1
+            if ok:
+                self.root.mkdir(parents=True, exist_ok=True)
+                sync_filesystem(self.root)
 
     def _path(self, key: str) -> Path:
         if key.startswith("/") or ".." in key.split("/"):
@@ -193,7 +220,8 @@ class DirStore:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             out = fill(fd)
-            fsync_fd(fd)
+            if not self._deferred:
+                fsync_fd(fd)
         except BaseException:
             os.close(fd)
             tmp.unlink(missing_ok=True)
@@ -223,7 +251,8 @@ class DirStore:
                 tmp.replace(path)
         finally:
             tmp.unlink(missing_ok=True)
-        fsync_dir(path.parent)
+        if not self._deferred:
+            fsync_dir(path.parent)
 
     @contextlib.contextmanager
     def _locked(self) -> Any:
@@ -359,6 +388,10 @@ class S3Store:
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
         ))
+
+    def deferred_sync(self) -> contextlib.AbstractContextManager[None]:
+        """Nothing to defer: an object is durable when its PUT returns."""
+        return contextlib.nullcontext()
 
     def _key(self, key: str) -> str:
         return self.prefix + key
