@@ -7,10 +7,13 @@ import time
 from pathlib import Path
 
 import msgspec
+import pytest
 import redis
 
 from tuffdb import KVStore
 from tuffdb._format.resp import DATA_PREFIX, INDEX_PREFIX, LAYOUT_KEY, OWNER_PREFIX
+from tuffdb.errors import CorruptionError
+from tuffdb.server.resp.keyspace import open_layout
 from tuffdb.server.resp._process import start_tuffdb
 
 WAIT_S = 30.0
@@ -81,3 +84,15 @@ def test_elements_of_dropped_collections_are_swept(tmp_path: Path) -> None:
         assert kv.count(DATA_PREFIX) == 10 + 1  # the hash's fields and the stream's entry
         assert kv.count(INDEX_PREFIX) == 0
         assert kv.count(OWNER_PREFIX) == 2
+
+
+def test_a_value_that_is_no_layout0_hash_is_a_clear_error_naming_its_key(tmp_path: Path) -> None:
+    for bad in (b"h\x01\x02", b"h" + msgspec.msgpack.encode([b"f1", b"v1", b"f2"])):
+        d = tmp_path / str(len(bad))
+        with KVStore.open(d, durability="always") as kv:
+            kv.put(b"ok", b"sfine")
+            kv.put(b"not-a-hash", bad)
+        with KVStore.open(d) as kv:
+            with pytest.raises(CorruptionError, match="b'not-a-hash'.*not written by the RESP"):
+                open_layout(kv)
+            assert kv.get(b"not-a-hash") == bad  # nothing was lost or rewritten

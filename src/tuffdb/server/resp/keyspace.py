@@ -246,7 +246,17 @@ def _convert_hashes(store: KVStore, ids: Ids, keys: list[bytes]) -> int:
     for engine_key, value in zip(keys, store.get_many(keys), strict=True):
         if value is None or value[0] != TAG_LEGACY_HASH:
             continue
-        flat = _decode_legacy(memoryview(value)[1:])
+        try:
+            flat = _decode_legacy(memoryview(value)[1:])
+            if len(flat) % 2:
+                raise msgspec.DecodeError("an odd number of items")
+        except msgspec.DecodeError as exc:
+            from tuffdb.errors import CorruptionError  # noqa: PLC0415  (rare path)
+
+            raise CorruptionError(
+                f"RESP data: key {engine_key!r} has a layout-0 hash tag but its value is "
+                f"not one ({exc}); this store was not written by the RESP face, or is "
+                "damaged") from None
         fields = dict(zip(flat[::2], flat[1::2], strict=True))
         ops: list[Op] = []
         key = user_key(engine_key)
