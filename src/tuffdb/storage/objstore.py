@@ -303,7 +303,7 @@ class DirStore:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             try:
-                got = copy_file(src, fd, crc=crc)
+                got = copy_file(src, fd, crc=crc, direct=False)  # (a restore's fetch)
             except FileNotFoundError:
                 raise ObjectMissing(f"{self.url}/{key} is missing") from None
             fsync_fd(fd)
