@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from tuffdb.storage.shipping import Shipper, Snapshot
 
 STAGING_DIR = ".backup-staging"
-#: Files copied (or uploaded, or fetched) at once; by an online backup, which shares
-#: the disk with the store it copies (each thread keeps a write of up to
+#: Files copied (or uploaded, or fetched) at once, and by a backup, which shares the
+#: disk with the store it copies (each of its threads keeps a write of up to
 #: storage.copy.DIRECT_SLICE in the disk's queue).
 COPY_THREADS = 4
 BACKUP_THREADS = 2
@@ -82,7 +82,7 @@ def upload_snapshot(target: ObjectStore, snap: Snapshot, prefix: str, *, link: b
                     store_kind: str = "", throttle: Throttle | None = None,
                     threads: int = COPY_THREADS) -> list[FileEntry]:
     """Upload every file of ``snap`` under ``prefix`` (logs cut at their positions), on
-    :data:`COPY_THREADS` threads; files whose name and checksum are in ``known`` are not
+    ``threads`` threads; files whose name and checksum are in ``known`` are not
     uploaded again, nor tiered files whose object is in ``target`` already (a snapshot
     taken with ``fetch_remote=False``). Without ``known`` (a backup), the big immutable
     files of a ``store_kind`` store are checked by their frames (:func:`frames_trailer`),

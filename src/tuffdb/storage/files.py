@@ -54,19 +54,19 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _libc(name: str, argtypes: list[type]) -> Callable[..., int] | None:
-    """A libc function through ctypes (the call releases the GIL), or None where libc
-    has none by that name (not Linux)."""
+def _load_syncfs() -> Callable[[int], int] | None:
+    """libc's ``syncfs`` through ctypes (the call releases the GIL), or None where
+    there is none (not Linux)."""
     try:
-        fn = getattr(ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True), name)
+        fn = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).syncfs
     except (OSError, AttributeError, TypeError):
         return None
-    fn.argtypes = argtypes
+    fn.argtypes = [ctypes.c_int]
     fn.restype = ctypes.c_int
     return fn  # type: ignore[no-any-return]
 
 
-_syncfs = _libc("syncfs", [ctypes.c_int])
+_syncfs = _load_syncfs()
 
 
 def sync_filesystem(path: Path) -> None:

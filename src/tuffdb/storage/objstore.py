@@ -184,10 +184,10 @@ class DirStore:
     @contextlib.contextmanager
     def deferred_sync(self) -> Iterator[None]:
         """No fsync of every file and of its directory: one ``syncfs`` of the target's
-        file system at the end. A backup writes hundreds of files; an fsync each (and
-        one of its directory) is a journal commit each, and a store on the same disk
-        waits behind every one of them in its own log fsyncs (measured: a server under a
-        durable load kept 0.21x of its throughput during a backup; see storage/copy.py)."""
+        file system at the end. A backup writes hundreds of files, and an fsync of
+        each and of its directory is a cache flush each (measured with direct writes:
+        a backup beside a loaded server went from 443 to 629 MB/s without them;
+        docs/design/backup.md)."""
         with self._mu:
             self._deferred += 1
         ok = False
