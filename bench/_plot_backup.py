@@ -1,8 +1,10 @@
 """Draw bench/backup.py's plot from its raw JSON only (``python bench/backup.py plot RUN``).
 
-Four panels: MB/s of every copy with its min..max over repetitions (offline, and under
-the write load); the writer's puts/s alone and during each backup; the archive lag
-under YCSB A over time; tiered point-read latency (p50 and p99) against local reads.
+Five panels: MB/s of every copy with its min..max over repetitions (offline, and under
+the write load); the writer's puts/s alone and during each backup; the server cell's
+trade-off (each copy's rate against cp's, the load during it against alone); the
+archive lag under YCSB A over time; tiered point-read latency (p50 and p99) against
+local reads.
 Percentiles are drawn only when N >= 1000 (PROTOCOL.md section 4).
 """
 
@@ -42,6 +44,29 @@ def _tier_rows(tier: dict[str, Any]) -> tuple[list[str], list[float], list[float
     return labels, p50, p99
 
 
+def _server(ax: Any, cell: dict[str, Any] | None) -> None:
+    """The trade-off of the server cell: each contestant's copy rate (against ``cp -r`` +
+    sync under the same load) and the load's writes during it (against alone), medians
+    with min..max whiskers, both targets (0.8x) drawn."""
+    if not cell or "spread" not in cell:
+        return
+    cp = cell["spread"]["cp -r + sync"]["mb_per_s"]["median"]
+    for name, sp in cell["spread"].items():
+        x, y = sp["mb_per_s"], sp["writes_ratio"]
+        ax.errorbar(x["median"] / cp, y["median"],
+                    xerr=[[(x["median"] - x["min"]) / cp], [(x["max"] - x["median"]) / cp]],
+                    yerr=[[y["median"] - y["min"]], [y["max"] - y["median"]]],
+                    fmt="o", capsize=2, label=f"{name}: {x['median']:,.0f} MB/s, "
+                                              f"{y['median']:.2f}x writes")
+    ax.axhline(0.8, color="r", lw=0.8, ls="--")
+    ax.axvline(0.8, color="r", lw=0.8, ls="--")
+    ax.set_xlabel("copy rate / cp -r + sync's under the same load")
+    ax.set_ylabel("server's KV writes/s during / alone")
+    ax.set_title("Server under YCSB A durable: copy rate against the load "
+                 "(targets 0.8x, 0.8x)", fontsize=10)
+    ax.legend(fontsize=7)
+
+
 def main(argv: list[str]) -> int:
     import matplotlib as mpl
 
@@ -53,8 +78,10 @@ def main(argv: list[str]) -> int:
         return 2
     path = Path(argv[0])
     run = json.loads(path.read_text())
-    fig, axes = plt.subplots(2, 2, figsize=(13, 8.5))
-    (ax_copy, ax_load), (ax_lag, ax_tier) = axes
+    fig, axes = plt.subplots(2, 3, figsize=(19, 8.5))
+    (ax_copy, ax_load, ax_server), (ax_lag, ax_tier, ax_none) = axes
+    ax_none.axis("off")
+    _server(ax_server, run.get("server_under_load"))
 
     copies = run.get("copies")
     loads = run.get("under_load") or {}
