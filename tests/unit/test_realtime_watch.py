@@ -137,3 +137,29 @@ def test_schema_changes_arrive_only_when_asked_for(db: Database) -> None:
         assert (first["version"], second["version"]) == (1, 2)
         assert first["primary_key_alias"] == "id"
         assert drain(plain) == []
+
+
+def test_closing_the_database_ends_its_subscriptions_and_wakes_their_readers(
+        tmp_path: Path) -> None:
+    d = Database.open(tmp_path / "docs")
+    users = d.collection("users")
+    waited, iterated = users.watch(), users.watch()
+    got: dict[str, object] = {}
+
+    def wait() -> None:
+        try:
+            got["waited"] = waited.get()  # no timeout: only the close can end it
+        except ClosedError as exc:
+            got["waited"] = str(exc)
+
+    threads = [threading.Thread(target=wait),
+               threading.Thread(target=lambda: got.__setitem__("iterated", list(iterated)))]
+    for t in threads:
+        t.start()
+    d.close()
+    for t in threads:
+        t.join(timeout=60)  # (a guard against hanging the suite, not a synchronisation)
+        assert not t.is_alive()
+    assert got == {"waited": "the database was closed: this subscription ended with it",
+                   "iterated": []}
+    waited.close()  # closing an ended subscription is harmless

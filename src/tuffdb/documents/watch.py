@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from tuffdb.documents.database import Database
 
 DEFAULT_MAX_BUFFERED = 10_000
+_DB_CLOSED = "database closed"
 
 
 class Subscription:
@@ -99,6 +100,8 @@ class Subscription:
     def _raise_if_closed(self) -> None:
         if self.closed_reason == "closed":
             raise ClosedError("this subscription is closed; call watch() again")
+        if self.closed_reason == _DB_CLOSED:
+            raise ClosedError("the database was closed: this subscription ended with it")
         if self.closed_reason is not None:
             raise OperationalError(self.closed_reason)
 
@@ -126,12 +129,18 @@ class Subscription:
         return event
 
     def close(self) -> None:
+        self._end("closed")
+        self.hub.remove(self)
+
+    def _end(self, reason: str) -> None:
+        """Stop: pending events are dropped, a waiting reader wakes and is told ``reason``."""
         with self.cond:
             if self.closed_reason is None:
-                self.closed_reason = "closed"
+                self.closed_reason = reason
             self.buffer.clear()
             self.cond.notify_all()
-        self.hub.remove(self)
+        if self.notify is not None:
+            self.notify()
 
     def __enter__(self) -> Self:
         return self
@@ -194,6 +203,15 @@ class WatchHub:
     def add(self, sub: Subscription) -> None:
         with self.db.lock:
             self.subs.setdefault(sub.collection, []).append(sub)
+
+    def close(self) -> None:
+        """The database is closing: every subscription ends, and a reader waiting in
+        ``get()`` or iterating wakes (``ClosedError``; iteration simply stops)."""
+        with self.db.lock:
+            subs = [sub for group in self.subs.values() for sub in group]
+            self.subs.clear()
+        for sub in subs:
+            sub._end(_DB_CLOSED)  # noqa: SLF001 - the hub owns its subscriptions
 
     def remove(self, sub: Subscription) -> None:
         with self.db.lock:

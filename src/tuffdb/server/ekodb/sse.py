@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuffdb.documents.values import format_datetime
 from tuffdb.documents.watch import Subscription, watch
-from tuffdb.errors import OperationalError, ProtocolError
+from tuffdb.errors import ClosedError, OperationalError, ProtocolError
 from tuffdb.server.ekodb.proto import Response
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ async def pump(app: App, sub: Subscription,
     while True:
         try:
             item = sub.poll()
-        except OperationalError as exc:
+        except (OperationalError, ClosedError) as exc:  # cut off, or the database closed
             return str(exc)
         if item is None:
             await ready.wait()
