@@ -57,13 +57,13 @@ def _server(ax: Any, cell: dict[str, Any] | None) -> None:
                     xerr=[[(x["median"] - x["min"]) / cp], [(x["max"] - x["median"]) / cp]],
                     yerr=[[y["median"] - y["min"]], [y["max"] - y["median"]]],
                     fmt="o", capsize=2, label=f"{name}: {x['median']:,.0f} MB/s, "
-                                              f"{y['median']:.2f}x writes")
+                                              f"{y['median']:.3f}x writes")
     ax.axhline(0.8, color="r", lw=0.8, ls="--")
     ax.axvline(0.8, color="r", lw=0.8, ls="--")
     ax.set_xlabel("copy rate / cp -r + sync's under the same load")
     ax.set_ylabel("server's KV writes/s during / alone")
-    ax.set_title("Server under YCSB A durable: copy rate against the load "
-                 "(targets 0.8x, 0.8x)", fontsize=10)
+    ax.set_title("Server under YCSB A durable: copy rate vs load\n(targets 0.8x, 0.8x)",
+                 fontsize=10)
     ax.legend(fontsize=7)
 
 
