@@ -107,3 +107,27 @@ def test_full_spills_of_tiny_values_are_not_small_segments(kv_store: Any) -> Non
     merge.compact_background(store, busy=False)
     assert len(store._cold_order) < len(full) + merge.SMALL_SEGMENT_COUNT
     assert store.get_many([b"elem-%08d" % i for i in range(n)]) == [b"abc"] * n
+
+
+def test_a_background_merge_is_bounded_by_what_it_checks_not_what_survives(
+        kv_store: Any) -> None:
+    # Thirty rounds over the same keys: the old segments are almost all dead records, so
+    # their live bytes are tiny while checking their records is the merge's real cost.
+    store = _store_with_rewrites(kv_store, 30)
+    cap = merge.BACKGROUND_MERGE_HOT_SEGMENTS * store._hot_bytes
+    cands = [s for s in store._cold_order if s.live_bytes < s.value_bytes]
+    assert sum(merge._merge_cost(s) for s in cands) > 2 * cap  # more than one bounded merge
+    assert sum(s.live_bytes for s in cands) < cap  # (live bytes alone would take them all)
+    rounds = 0
+    while True:
+        before = {s.id: s for s in store._cold_order}
+        merge.compact_background(store, busy=False)
+        merged = [s for sid, s in before.items()
+                  if sid not in {t.id for t in store._cold_order}]
+        if not merged:
+            break
+        rounds += 1
+        assert len(merged) == 1 or sum(merge._merge_cost(s) for s in merged) <= cap
+    assert rounds >= 2
+    assert _dead_per_live(store) < 0.5
+    assert {store.get(f"key-{i:04d}".encode()) for i in range(KEYS)} == {VALUE + bytes([29])}

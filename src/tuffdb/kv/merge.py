@@ -35,6 +35,12 @@ if TYPE_CHECKING:
     from tuffdb.kv.store import KVStore
 
 MAX_MERGE_VALUE_BYTES = 256 << 20
+#: A background merge costs at most this many hot segments (by :func:`_merge_cost`):
+#: it runs on the thread that spills, so a writer that fills the hot tier meanwhile
+#: waits for it. Measured without the bound: one merge of 822 mostly dead segments
+#: (39 M records checked, 0.9 MB live) took 20 s, and an embedded writer of 100 B values
+#: stood still for all of it.
+BACKGROUND_MERGE_HOT_SEGMENTS = 8
 SMALL_SEGMENT_COUNT = 8
 BUSY_MAX_DEAD_PER_LIVE = 2.0
 BUSY_MAX_SMALL_SEGMENTS = 4 * SMALL_SEGMENT_COUNT
@@ -87,12 +93,15 @@ def compact_background(store: KVStore, *, busy: bool = False) -> None:
         if not cands or (len(cands) == 1 and cands[0].live_bytes >= cands[0].value_bytes):
             return
         group: list[ColdSegment] = []
-        size = 0
+        size = cost = 0
+        cap = BACKGROUND_MERGE_HOT_SEGMENTS * store._hot_bytes
         for s in cands:
-            if size + s.live_bytes > MAX_MERGE_VALUE_BYTES and group:
+            c = _merge_cost(s)
+            if group and (size + s.live_bytes > MAX_MERGE_VALUE_BYTES or cost + c > cap):
                 break
             group.append(s)
             size += s.live_bytes
+            cost += c
         merge_segments(store, group)
 
 
@@ -102,6 +111,14 @@ def _weight(seg: ColdSegment) -> int:
     though its value bytes are. Small ones are the spills the loss window forced early."""
     records: int = seg.meta.get("records", 0)
     return seg.value_bytes + records * RECORD_OVERHEAD_BYTES
+
+
+def _merge_cost(seg: ColdSegment) -> int:
+    """What merging ``seg`` costs, in the hot tier's units (:func:`_weight`): every
+    record's key is checked against the keydir, dead or alive, and the live values are
+    copied."""
+    records: int = seg.meta.get("records", 0)
+    return seg.live_bytes + records * RECORD_OVERHEAD_BYTES
 
 
 def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
