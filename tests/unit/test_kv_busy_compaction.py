@@ -120,10 +120,10 @@ def test_a_background_merge_is_bounded_by_what_it_checks_not_what_survives(
     assert sum(s.live_bytes for s in cands) < cap  # (live bytes alone would take them all)
     rounds = 0
     while True:
-        before = {s.id: s for s in store._cold_order}
+        before = list(store._cold_order)
         merge.compact_background(store, busy=False)
-        merged = [s for sid, s in before.items()
-                  if sid not in {t.id for t in store._cold_order}]
+        after = {t.id for t in store._cold_order}
+        merged = [s for s in before if s.id not in after]
         if not merged:
             break
         rounds += 1

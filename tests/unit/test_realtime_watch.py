@@ -162,4 +162,6 @@ def test_closing_the_database_ends_its_subscriptions_and_wakes_their_readers(
         assert not t.is_alive()
     assert got == {"waited": "the database was closed: this subscription ended with it",
                    "iterated": []}
-    waited.close()  # closing an ended subscription is harmless
+    waited.close()  # closing an ended subscription is harmless and keeps its reason
+    with pytest.raises(ClosedError, match="database was closed"):
+        waited.get(timeout=0)
