@@ -66,7 +66,15 @@ ERROR_STATUS: list[tuple[type[Error], int]] = [
 
 
 def _not_durable(exc: BaseException, what: str = "write") -> Response:
-    """The reply when the round a ``what`` waited for failed (nothing it showed is durable)."""
+    """The reply when the round a ``what`` waited for failed (nothing it showed is durable).
+
+    A write the cluster did not confirm (too few followers in time, or leadership lost
+    during the wait) was applied and fsynced here: it may or may not survive. That is
+    504, as for a forwarded write sent and left unanswered (forward.py), never 503: the
+    ekoDB client retries 503 by itself, and a retried insert would be stored twice."""
+    if what == "write" and isinstance(exc, (NotEnoughReplicasError, NotLeaderError)):
+        return error_response(504, f"write not confirmed by the cluster ({exc}): it may or "
+                                   "may not have taken effect; read before retrying")
     return error_response(status_of(exc) if isinstance(exc, Error) else 500,
                           f"{what} not made durable: {exc}")
 
