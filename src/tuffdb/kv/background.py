@@ -53,7 +53,7 @@ class Periodic:
         self.due = time.monotonic() + self.period()
         try:
             if not self.recounted:
-                recount_live_bytes(store)
+                recount_live(store)
                 self.recounted = True
             sweep_expired(store)
             fold_touched(store)
@@ -207,17 +207,22 @@ def account_dead(store: KVStore, olds: list[int | None]) -> None:
             s = cold.get(o >> SEGMENT_SHIFT)
             if s is not None:
                 s.live_bytes -= o & _VALUE_MASK
+                s.live_records -= 1
 
 
-def recount_live_bytes(store: KVStore) -> None:
+def recount_live(store: KVStore) -> None:
     with store._bg_mutex:
         live: dict[int, int] = {}
+        records: dict[int, int] = {}
         get = live.get
+        count = records.get
         for loc in list(store._keydir.values()):
             sid = loc >> SEGMENT_SHIFT
             live[sid] = get(sid, 0) + (loc & _VALUE_MASK)
+            records[sid] = count(sid, 0) + 1
         for s in store._cold_order:
             s.live_bytes = live.get(s.id, 0)
+            s.live_records = records.get(s.id, 0)
 
 
 FOLD_CHUNK = 4096  # keys folded into the ordered view per hold of the store lock

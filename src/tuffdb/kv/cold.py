@@ -314,6 +314,9 @@ def parse_segment(read: Callable[[int, int], bytes], size: int, where: str,
     return hdr.base_address, meta, index
 
 
+LIVE_UNKNOWN = 1 << 62
+
+
 class ColdSegment:
     """An open, validated cold segment. Reads are positional and thread-safe."""
 
@@ -326,6 +329,13 @@ class ColdSegment:
         self.supersedes: list[int] = meta.get("supersedes", [])
         self.value_bytes: int = meta["value_bytes"]
         self.live_bytes = self.value_bytes  # refined by the store's accounting
+        # Records the keydir points at, refined the same way. It starts at the segment's
+        # puts and only ever falls when a pointer leaves it, so it is never under the
+        # true count: 0 means nothing in the file is live (a merge need not read it).
+        # (A footer without a count claims every record live until the recount.)
+        records = meta.get("records")
+        self.live_records: int = (LIVE_UNKNOWN if records is None
+                                  else records - meta.get("tombstones", 0))
         self.file_size = file_size
         self.codec = codec
         # None: no local file (a tiered segment's stub)

@@ -29,7 +29,7 @@ from tuffdb.kv.cold import (
     write_segment,
 )
 from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES
-from tuffdb.storage.files import remove_quietly
+from tuffdb.storage.files import fsync_dir, remove_quietly
 
 if TYPE_CHECKING:
     from tuffdb.kv.store import KVStore
@@ -78,8 +78,15 @@ def compact_background(store: KVStore, *, busy: bool = False) -> None:
     so it waits for a quiet moment, unless dead bytes pass ``BUSY_MAX_DEAD_PER_LIVE``
     times the live bytes (space amplification 3x) or small segments pile up: space
     stays bounded under a load that never pauses.
+
+    Segments with nothing live and no tombstones (a queue's pushes once popped, values
+    all overwritten) go first and whatever the load: dropping them reads nothing.
     """
     with store._bg_mutex:
+        dead = [s for s in store._cold_order
+                if s.live_records <= 0 and not s.meta.get("tombstones", 0)]
+        if dead:
+            merge_segments(store, dead)
         order = store._cold_order
         small = [s for s in order if _weight(s) < store._hot_bytes // 4]
         if busy and len(small) < BUSY_MAX_SMALL_SEGMENTS:
@@ -117,6 +124,8 @@ def _merge_cost(seg: ColdSegment) -> int:
     """What merging ``seg`` costs, in the hot tier's units (:func:`_weight`): every
     record's key is checked against the keydir, dead or alive, and the live values are
     copied."""
+    if seg.live_records <= 0 and not seg.meta.get("tombstones", 0):
+        return 0  # dropped unread (merge_segments)
     records: int = seg.meta.get("records", 0)
     return seg.live_bytes + records * RECORD_OVERHEAD_BYTES
 
@@ -133,8 +142,11 @@ def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
     src: list[int] = []
     tombs: dict[bytes, None] = {}
     for seg in group:
+        keep_tombs = not drop_tombs and seg.meta.get("tombstones", 0)
+        if seg.live_records <= 0 and not keep_tombs:
+            continue  # nothing in it is live and no tombstone of it stays: never read
         e = _collect_live(store, seg, keys, vals, src, expiry)
-        if not drop_tombs and seg.meta.get("tombstones", 0):
+        if keep_tombs:
             for i in np.flatnonzero(e.ops == OP_DELETE).tolist():
                 if e.keys[i] not in kd:
                     tombs[e.keys[i]] = None
@@ -152,6 +164,7 @@ def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
                                      block_size=store.block_bytes)
         new_locs = entries.locations(new_id)
         out.live_bytes = live_bytes
+        out.live_records = len(keys)
     if out is not None:
         store._open_segs[out.id] = out
     with store._lock:
@@ -161,6 +174,7 @@ def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
                     kd[k] = new
                 else:
                     out.live_bytes -= new & ((1 << 28) - 1)
+                    out.live_records -= 1
             store._cold[out.id] = out
         for s in group:
             store._cold.pop(s.id, None)
@@ -178,6 +192,11 @@ def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
     # Not fsynced: if a crash resurrects them, open deletes them again (output's supersedes).
     doomed = [p for s in group for p in segment_files(store._dir, s.id)]
     remove_quietly(doomed)
+    if out is None:
+        # No output lists these in its ``supersedes`` for open to delete again: make the
+        # removal itself durable, or a crash could bring back records a later merge
+        # dropped the tombstones of.
+        fsync_dir(store._dir)
     for s in group:  # a tiered segment's .dat is gone already, but it is part of the state
         store.shipper.removed(data_path(store._dir, s.id).name)
         store.shipper.removed(hint_path(store._dir, s.id).name)
