@@ -199,6 +199,7 @@ def store_stats(store: KVStore) -> dict[str, Any]:
         "tiered_bytes": sum(s.file_size for s in cold if s.tiered),
         "tier_cache_bytes": store._tier.cache.bytes if store._tier is not None else 0,
         "ttl_keys": len(store._expiry),
+        "ordered_keys_folded": store.keys_folded,
         "poisoned": bool(store._poison),
         "recovery": vars(store.recovery),
     }

@@ -204,6 +204,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         self._ordered: OrderedKeys | None = None
         self._touched: dict[bytes, None] = {}
         self._folding: list[bytes] = []  # keys taken from _touched, not folded yet
+        self.keys_folded = 0  # keys folded into the ordered view so far (stats())
         # Bumped by every write (put, put_many, write_batch, tombstone): a caller compares
         # it before and after some work to learn whether that work changed the store.
         self.changes = 0
@@ -557,6 +558,11 @@ class KVStore(MutableMapping[bytes, bytes]):
         ``(key, value, ttl)`` with ``ttl`` in seconds (``<= 0``: the key ends up deleted) or
         :data:`KEEP_TTL` (the key keeps the TTL it has, if any). Later ops on a key win.
 
+        A :data:`KEEP_TTL` put says "this key is being rewritten": if the key exists when
+        the op applies, it still exists after, so the ordered view need not hear of it
+        (no fold: each folded key costs the background thread two binary searches in a
+        view of every key). Collections' metadata and rewritten members are written so.
+
         :raises LimitExceeded: a key or value over the limits (nothing is written).
         :raises PoisonedError: an earlier write or fsync failed.
         """
@@ -589,7 +595,11 @@ class KVStore(MutableMapping[bytes, bytes]):
             expiry = self._expiry
             now = self._now_ms()
             added = 0
+            ordered = self._ordered is not None
+            fold: list[bytes] = []
             for k, v, ttl, keep in norm:
+                if ordered and not (keep and v is not None and self._exists_unlocked(k, now)):
+                    fold.append(k)
                 if v is None:
                     index[k] = TOMBSTONE
                     if pending is not None:
@@ -616,10 +626,10 @@ class KVStore(MutableMapping[bytes, bytes]):
                 added += len(k) + len(v) + RECORD_OVERHEAD_BYTES
             seg.bytes += added
             self.changes += 1
-            if self._ordered is not None:
+            if ordered:
                 touched = self._touched
-                for op in norm:
-                    touched[op[0]] = None
+                for k in fold:
+                    touched[k] = None
             if seg.bytes >= self._hot_bytes:
                 self._seal_locked()
             ticket = self._committer.ticket()
@@ -955,6 +965,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         ordered = self._ordered
         if ordered is None:
             return
+        self.keys_folded += len(keys)
         now = self._now_ms()
         live: list[bytes] = []
         gone: list[bytes] = []

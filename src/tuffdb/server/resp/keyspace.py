@@ -131,6 +131,13 @@ def meta_op(skey: bytes, value: bytes, existed: bool) -> Op:
     return (skey, value, KEEP_TTL) if existed else (skey, value)
 
 
+def rewrite_op(key: bytes, value: bytes) -> Op:
+    """The put of an entry the command read as present (a member's new score, a field's
+    new value): written with ``KEEP_TTL``, which tells the engine the key is being
+    rewritten, so its ordered view need not change (``KVStore.write_batch``)."""
+    return (key, value, KEEP_TTL)
+
+
 def new_collection(ops: list[Op], ids: Ids, key: bytes) -> int:
     """Allocate an id for a collection about to be created at ``key``; queue its owner
     record in ``ops``."""

@@ -3,6 +3,7 @@ HDEL cost the same on a hash of ten fields or ten million."""
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -12,7 +13,8 @@ from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.collection import Coll, batchable, commit_batch, scan_reply
 from tuffdb.server.resp.commands.common import INT64_MAX, INT64_MIN, to_int
 from tuffdb.server.resp.commands.numbers import add_and_format, parse_long_double
-from tuffdb.server.resp.keyspace import Op, elements, hash_meta
+from tuffdb.kv.store import KEEP_TTL
+from tuffdb.server.resp.keyspace import Op, elements, hash_meta, rewrite_op
 from tuffdb.server.resp.table import CommandError, batched, command
 
 if TYPE_CHECKING:
@@ -26,8 +28,14 @@ def _set_fields(c: Conn, a: list[bytes], name: str) -> int:
     prefix = elements(h.cid)
     pairs = dict(zip(a[2::2], a[3::2], strict=True))  # a repeated field: the last wins
     fkeys = [prefix + f for f in pairs]
-    added = len(pairs) if not h.existed else c.db.get_many(fkeys).count(None)
-    h.ops.extend(zip(fkeys, pairs.values(), strict=True))
+    if not h.existed:
+        added = len(pairs)
+        h.ops.extend(zip(fkeys, pairs.values(), strict=True))
+    else:
+        old = c.db.get_many(fkeys)
+        added = old.count(None)
+        h.ops.extend([(k, v) if o is None else rewrite_op(k, v)
+                      for k, v, o in zip(fkeys, pairs.values(), old, strict=True)])
     h.finish(c, hash_meta(h.cid, h.size + added))
     return added
 
@@ -79,7 +87,10 @@ def hset_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
     for a, pairs in zip(cmds, per_cmd, strict=True):
         added = [k for k in pairs if k not in present]
         present.update(added)
-        ops.extend(pairs.items())
+        if added:
+            ops.extend(pairs.items())
+        else:  # every field rewritten (rewrite_op)
+            ops.extend(zip(pairs, pairs.values(), repeat(KEEP_TTL)))
         hashes[a[1]].size += len(added)
         out.append(reply.integer(len(added)))
     for h in hashes.values():

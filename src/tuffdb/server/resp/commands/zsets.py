@@ -36,6 +36,7 @@ from tuffdb.server.resp.keyspace import (
     Op,
     elements,
     new_collection,
+    rewrite_op,
     secondary,
     sortable,
     stored,
@@ -145,7 +146,8 @@ class ZSet(Coll):
             self.size += 1
         enc = sortable(new)
         ops.append((self.sec + enc + member, b""))
-        ops.append((self.prefix + member, enc))
+        ops.append((self.prefix + member, enc) if old is None
+                   else rewrite_op(self.prefix + member, enc))
 
     def remove(self, member: bytes, score: float) -> None:
         self.ops.append((self.prefix + member, None))
