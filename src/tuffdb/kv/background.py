@@ -19,7 +19,7 @@ from tuffdb._format.kv import BLOCK_BITS, SEGMENT_SHIFT
 from tuffdb.errors import ClosedError
 from tuffdb.kv import merge
 from tuffdb.kv.cold import hint_path, write_segment
-from tuffdb.kv.hot_tier import TOMBSTONE, HotSegment
+from tuffdb.kv.hot_tier import TOMBSTONE, HotSegment, holds
 from tuffdb.storage.files import remove_quietly
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ def spill(store: KVStore, seg: HotSegment) -> None:
         vals = list(seg.index.values())
         written = len(keys)
         tomb_olds: list[int] = []
-        if TOMBSTONE in vals:
+        if holds(vals, TOMBSTONE):  # by identity: ``in`` compares every value with ==
             # Tombstones take their keys out of the keydir here, before the write: readers
             # meet them first in this segment, which stays in the read chain until the
             # install below. One that takes nothing out (the key has no cold record: it was
@@ -165,7 +165,7 @@ def spill(store: KVStore, seg: HotSegment) -> None:
             for b, raw in enumerate(blocks):
                 store._cache_put(base | b, raw)
         locs = entries.locations(seg.id)
-        if None in vals:
+        if holds(vals, None):
             mask = [v is not None for v in vals]
             put_keys = list(compress(keys, mask))
             put_locs = list(compress(locs, mask))
