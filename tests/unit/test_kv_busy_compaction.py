@@ -149,7 +149,7 @@ def test_segments_with_nothing_live_are_dropped_unread_even_when_busy(kv_store: 
     for i in range(100):
         store.put(b"elem-%04d" % i, VALUE)
     store.sync()
-    pushed = [s for s in store._cold_order]
+    pushed = list(store._cold_order)
     for i in range(600):
         store.put(b"live-%04d" % i, VALUE)
     store.sync()

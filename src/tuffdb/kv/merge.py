@@ -83,8 +83,7 @@ def compact_background(store: KVStore, *, busy: bool = False) -> None:
     all overwritten) go first and whatever the load: dropping them reads nothing.
     """
     with store._bg_mutex:
-        dead = [s for s in store._cold_order
-                if s.live_records <= 0 and not s.meta.get("tombstones", 0)]
+        dead = [s for s in store._cold_order if _unread(s)]
         if dead:
             merge_segments(store, dead)
         order = store._cold_order
@@ -124,10 +123,15 @@ def _merge_cost(seg: ColdSegment) -> int:
     """What merging ``seg`` costs, in the hot tier's units (:func:`_weight`): every
     record's key is checked against the keydir, dead or alive, and the live values are
     copied."""
-    if seg.live_records <= 0 and not seg.meta.get("tombstones", 0):
-        return 0  # dropped unread (merge_segments)
+    if _unread(seg):
+        return 0
     records: int = seg.meta.get("records", 0)
     return seg.live_bytes + records * RECORD_OVERHEAD_BYTES
+
+
+def _unread(seg: ColdSegment) -> bool:
+    """Nothing in ``seg`` is live and it holds no tombstone: a merge drops it unread."""
+    return seg.live_records <= 0 and not seg.meta.get("tombstones", 0)
 
 
 def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:

@@ -3,7 +3,6 @@ HDEL cost the same on a hash of ten fields or ten million."""
 
 from __future__ import annotations
 
-from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -13,7 +12,6 @@ from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.collection import Coll, batchable, commit_batch, scan_reply
 from tuffdb.server.resp.commands.common import INT64_MAX, INT64_MIN, to_int
 from tuffdb.server.resp.commands.numbers import add_and_format, parse_long_double
-from tuffdb.kv.store import KEEP_TTL
 from tuffdb.server.resp.keyspace import Op, elements, hash_meta, rewrite_op
 from tuffdb.server.resp.table import CommandError, batched, command
 
@@ -89,8 +87,8 @@ def hset_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
         present.update(added)
         if added:
             ops.extend(pairs.items())
-        else:  # every field rewritten (rewrite_op)
-            ops.extend(zip(pairs, pairs.values(), repeat(KEEP_TTL)))
+        else:  # every field rewritten
+            ops.extend(map(rewrite_op, pairs, pairs.values()))
         hashes[a[1]].size += len(added)
         out.append(reply.integer(len(added)))
     for h in hashes.values():
