@@ -20,7 +20,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import repeat
 from operator import add, mul
 from pathlib import Path
 
@@ -33,11 +33,11 @@ from tuffdb._format.kv import (
     BLOCK_SHIFT,
     HINT_HEAD,
     MAX_BLOCKS_PER_SEGMENT,
+    MAX_KEY_SIZE,
     OFFSET_BITS,
     OP_DELETE,
     OP_PUT,
     OP_TTL,
-    RECORD,
     RECORD_SIZE,
     RECORD_TTL,
     RECORD_TTL_SIZE,
@@ -77,6 +77,10 @@ HINT_SUFFIX = ".hint"
 STUB_SUFFIX = ".tier"  # a tiered segment's stub (kv/tier.py)
 _VALUE_MASK = (1 << VALUE_BITS) - 1
 _OFFSET_MASK = (1 << OFFSET_BITS) - 1
+_U64_BLOCKS = 1 << (64 - BLOCK_SHIFT)  # block numbers under this fit a u64 location part
+_RECORD_ROW = np.dtype([("op", "u1"), ("klen", "<u2"), ("vlen", "<u4")])  # RECORD, packed
+_RECORD_ITEM = np.dtype(f"V{RECORD_SIZE}")
+assert _RECORD_ROW.itemsize == RECORD_SIZE
 
 
 @dataclass
@@ -92,10 +96,14 @@ class Entries:
 
     def locations(self, seg_id: int) -> list[int]:
         """Location ints (see tuffdb._format.kv) with C-level maps, no per-entry bytecode."""
+        within = ((self.voffs.astype(np.uint64) << np.uint64(VALUE_BITS))
+                  | self.vlens.astype(np.uint64))
+        if not len(within) or int(self.blocks.max()) < _U64_BLOCKS:
+            # Block, offset and length fit 64 bits: one C-level add of the segment's part.
+            within |= self.blocks.astype(np.uint64) << np.uint64(BLOCK_SHIFT)
+            return list(map((seg_id << SEGMENT_SHIFT).__add__, within.tolist()))
         gids = ((np.uint64(seg_id) << np.uint64(BLOCK_BITS)) | self.blocks.astype(np.uint64)).tolist()
-        low = ((self.voffs.astype(np.uint64) << np.uint64(VALUE_BITS))
-               | self.vlens.astype(np.uint64)).tolist()
-        return list(map(add, map(mul, gids, repeat(1 << BLOCK_SHIFT)), low))
+        return list(map(add, map(mul, gids, repeat(1 << BLOCK_SHIFT)), within.tolist()))
 
 
 def split_location(loc: int) -> tuple[int, int, int, int]:
@@ -134,7 +142,13 @@ def write_segment(
     ops = np.full(n, OP_PUT, dtype=np.uint8)
     if tombs:
         ops[tombs] = OP_DELETE
-    hdrs = list(map(RECORD.pack, ops.tolist(), klens.tolist(), vlens.tolist()))
+    if n and int(klens.max()) > MAX_KEY_SIZE:  # (writes check; RECORD.pack raised here)
+        raise ValueError(f"a key of {int(klens.max())} bytes: at most {MAX_KEY_SIZE}")
+    # The headers as one array in RECORD's layout, cut into bytes objects by tolist (C
+    # loops; RECORD.pack per record cost ~3x as much).
+    rows = np.empty(n, dtype=_RECORD_ROW)
+    rows["op"], rows["klen"], rows["vlen"] = ops, klens, vlens
+    hdrs: list[bytes] = rows.view(_RECORD_ITEM).tolist()
     hsz = np.full(n, RECORD_SIZE, dtype=np.int64)
     ttl: dict[int, int] = {}
     if expiry:
@@ -146,14 +160,19 @@ def write_segment(
                 hsz[i] = RECORD_TTL_SIZE
     sizes = hsz + klens + vlens
     starts = np.cumsum(sizes) - sizes
-    _, block_no = np.unique(starts // block_size, return_inverse=True)
-    block_no = block_no.astype(np.int64).reshape(-1)
-    firsts = np.flatnonzero(np.diff(block_no, prepend=-1))
+    # Block numbers: starts only grow, so a block begins wherever start // block_size
+    # changes (no sort, as np.unique would).
+    bid = starts // block_size
+    opens = np.ones(n, dtype=bool)
+    np.not_equal(bid[1:], bid[:-1], out=opens[1:])
+    firsts = np.flatnonzero(opens)
+    block_no = np.cumsum(opens, dtype=np.int64) - 1
     nblocks = len(firsts)
     if nblocks > MAX_BLOCKS_PER_SEGMENT:
         raise ValueError("segment too large for its block numbering")  # callers cap input
     voffs = starts - starts[firsts][block_no] + hsz + klens
-    parts = list(chain.from_iterable(zip(hdrs, keys, vals, strict=True)))
+    parts: list[bytes] = [b""] * (3 * n)  # header, key, value of each record in turn
+    parts[0::3], parts[1::3], parts[2::3] = hdrs, keys, vals  # type: ignore[assignment]
     bounds = [*firsts.tolist(), n]
     entries = Entries(
         keys, ops, block_no.astype(np.uint32), voffs.astype(np.uint32), vlens.astype(np.uint32), ttl
