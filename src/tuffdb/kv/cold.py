@@ -33,7 +33,6 @@ from tuffdb._format.kv import (
     BLOCK_SHIFT,
     HINT_HEAD,
     MAX_BLOCKS_PER_SEGMENT,
-    MAX_KEY_SIZE,
     OFFSET_BITS,
     OP_DELETE,
     OP_PUT,
@@ -57,7 +56,7 @@ from tuffdb._format.record import (
 )
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE, FileKind, SegmentHeader, unpack_header
 from tuffdb.errors import CorruptionError
-from tuffdb.kv.records import iter_records
+from tuffdb.kv.records import interleave, iter_records, record_headers
 from tuffdb.storage.codec import Codec
 from tuffdb.storage.descriptors import ImmutableFile
 from tuffdb.storage.files import (
@@ -78,9 +77,6 @@ STUB_SUFFIX = ".tier"  # a tiered segment's stub (kv/tier.py)
 _VALUE_MASK = (1 << VALUE_BITS) - 1
 _OFFSET_MASK = (1 << OFFSET_BITS) - 1
 _U64_BLOCKS = 1 << (64 - BLOCK_SHIFT)  # block numbers under this fit a u64 location part
-_RECORD_ROW = np.dtype([("op", "u1"), ("klen", "<u2"), ("vlen", "<u4")])  # RECORD, packed
-_RECORD_ITEM = np.dtype(f"V{RECORD_SIZE}")
-assert _RECORD_ROW.itemsize == RECORD_SIZE
 
 
 @dataclass
@@ -142,13 +138,7 @@ def write_segment(
     ops = np.full(n, OP_PUT, dtype=np.uint8)
     if tombs:
         ops[tombs] = OP_DELETE
-    if n and int(klens.max()) > MAX_KEY_SIZE:  # (writes check; RECORD.pack raised here)
-        raise ValueError(f"a key of {int(klens.max())} bytes: at most {MAX_KEY_SIZE}")
-    # The headers as one array in RECORD's layout, cut into bytes objects by tolist (C
-    # loops; RECORD.pack per record cost ~3x as much).
-    rows = np.empty(n, dtype=_RECORD_ROW)
-    rows["op"], rows["klen"], rows["vlen"] = ops, klens, vlens
-    hdrs: list[bytes] = rows.view(_RECORD_ITEM).tolist()
+    hdrs = record_headers(ops, klens, vlens)
     hsz = np.full(n, RECORD_SIZE, dtype=np.int64)
     ttl: dict[int, int] = {}
     if expiry:
@@ -171,8 +161,7 @@ def write_segment(
     if nblocks > MAX_BLOCKS_PER_SEGMENT:
         raise ValueError("segment too large for its block numbering")  # callers cap input
     voffs = starts - starts[firsts][block_no] + hsz + klens
-    parts: list[bytes] = [b""] * (3 * n)  # header, key, value of each record in turn
-    parts[0::3], parts[1::3], parts[2::3] = hdrs, keys, vals  # type: ignore[assignment]
+    parts = interleave(hdrs, keys, vals)  # type: ignore[arg-type]
     bounds = [*firsts.tolist(), n]
     entries = Entries(
         keys, ops, block_no.astype(np.uint32), voffs.astype(np.uint32), vlens.astype(np.uint32), ttl
