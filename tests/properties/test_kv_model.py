@@ -28,6 +28,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from tuffdb import KVStore
 from tuffdb.errors import NotFoundError
+from tuffdb.kv.store import KEEP_TTL
 from tuffdb.testing.models import KVModel
 
 HOT_BYTES = 4096
@@ -100,6 +101,32 @@ class KVMachine(RuleBasedStateMachine):
     @rule(keys=st.lists(KEYS, max_size=4, unique=True))
     def delete_many(self, keys: list[bytes]) -> None:
         assert self.store.delete_many(keys) == self.model.delete_many(keys)
+
+    @rule(ops=st.lists(st.tuples(KEYS, st.one_of(st.none(), VALUES),
+                                 st.sampled_from(["plain", "keep", "ttl", "gone"]), SECONDS),
+                       max_size=6))
+    def write_batch(self, ops: list[tuple[bytes, bytes | None, str, float]]) -> None:
+        """Puts, deletes, TTLs and KEEP_TTL rewrites in one atomic batch (later ops on a
+        key win). A KEEP_TTL put is made of a key live at that point, as the RESP face
+        makes them (of a key it just read); of an absent key it is a plain put."""
+        batch: list[tuple[bytes, bytes | None] | tuple[bytes, bytes | None, object]] = []
+        for key, value, how, seconds in ops:
+            if value is None or how == "gone":
+                batch.append((key, None) if how != "gone" or value is None
+                             else (key, value, 0.0))
+                self.model.delete(key)
+            elif how == "keep" and self.model.exists(key):
+                batch.append((key, value, KEEP_TTL))
+                deadline = self.model.deadlines.get(key)
+                self.model.put(key, value, None if deadline is None
+                               else deadline - self.clock())
+            elif how == "ttl":
+                batch.append((key, value, seconds))
+                self.model.put(key, value, seconds)
+            else:
+                batch.append((key, value))
+                self.model.put(key, value)
+        self.store.write_batch(batch)
 
     @rule(key=KEYS, seconds=SECONDS)
     def expire(self, key: bytes, seconds: float) -> None:
