@@ -111,9 +111,11 @@ class KVMachine(RuleBasedStateMachine):
         makes them (of a key it just read); of an absent key it is a plain put."""
         batch: list[tuple[bytes, bytes | None] | tuple[bytes, bytes | None, object]] = []
         for key, value, how, seconds in ops:
-            if value is None or how == "gone":
-                batch.append((key, None) if how != "gone" or value is None
-                             else (key, value, 0.0))
+            if value is None:
+                batch.append((key, None))
+                self.model.delete(key)
+            elif how == "gone":  # a TTL of 0: deleted on arrival
+                batch.append((key, value, 0.0))
                 self.model.delete(key)
             elif how == "keep" and self.model.exists(key):
                 batch.append((key, value, KEEP_TTL))
