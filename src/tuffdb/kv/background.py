@@ -129,7 +129,7 @@ def spill(store: KVStore, seg: HotSegment) -> None:
         keys = list(seg.index)
         vals = list(seg.index.values())
         written = len(keys)
-        tomb_olds: list[int] = []
+        tomb_olds: list[int | None] = []
         if holds(vals, TOMBSTONE):  # by identity: ``in`` compares every value with ==
             # Tombstones take their keys out of the keydir here, before the write: readers
             # meet them first in this segment, which stays in the read chain until the
@@ -174,20 +174,31 @@ def spill(store: KVStore, seg: HotSegment) -> None:
         kd = store._keydir
         store._open_segs[cold.id] = cold
         with store._lock:
-            # Fresh keys (the common ingest case) skip building the old-locations list.
-            olds = (list(map(kd.get, put_keys))
-                    if kd and not kd.keys().isdisjoint(put_keys) else [])
-            kd.update(zip(put_keys, put_locs))
-            olds += tomb_olds
             store._cold[cold.id] = cold
             store._cold_order.append(cold)
+        account_dead(store, tomb_olds)
+        # The keys move to the keydir a chunk per hold of the lock, each hold followed by
+        # a hand-off of the GIL: one pass over a big segment's keys in a keydir of
+        # millions is tens of milliseconds of cache misses in C, and compiled code never
+        # offers the GIL meanwhile, so a server's event loop stood still for all of it
+        # (~90 ms every few seconds under a durable YCSB load). Readers meanwhile find
+        # these keys in ``seg``, still in the read chain until every chunk is in.
+        for lo in range(0, len(put_keys), merge.INSTALL_CHUNK):
+            chunk = put_keys[lo : lo + merge.INSTALL_CHUNK]
+            with store._lock:
+                # Fresh keys (the common ingest case) skip the old-locations list.
+                olds = (list(map(kd.get, chunk))
+                        if kd and not kd.keys().isdisjoint(chunk) else [])
+                kd.update(zip(chunk, put_locs[lo : lo + merge.INSTALL_CHUNK]))
+            account_dead(store, olds)
+            time.sleep(merge.INSTALL_PAUSE_S)  # hand the GIL over
+        with store._lock:
             store._sealed.remove(seg)
             store._rechain()
             seg.spilled = True
             doomed = seg.pending is None and seg.wal_path is not None
             metrics.KV_SEALED_PENDING.set(len(store._sealed))
             store._space_cv.notify_all()
-        account_dead(store, olds)
         store.shipper.added(cold.path.name)
         store.shipper.added(hint_path(store._dir, cold.id).name)
         if doomed:  # under the mutex: a shipping snapshot never sees a log vanish
@@ -243,7 +254,9 @@ def fold_touched(store: KVStore) -> None:
                     store._touched or store._folding):
                 return
             store._fold_chunk_locked(FOLD_CHUNK)
-        time.sleep(0)  # let the writers and readers waiting for the lock or the GIL in
+        # let the writers and readers waiting for the lock or the GIL in (merge.py says
+        # why a real pause, not sleep(0))
+        time.sleep(merge.INSTALL_PAUSE_S)
 
 
 def sweep_expired(store: KVStore) -> None:

@@ -10,6 +10,7 @@ Crash safety: the output and its hint are durable (and list their inputs in
 
 from __future__ import annotations
 
+import time
 from itertools import pairwise
 from operator import eq
 from typing import TYPE_CHECKING
@@ -41,6 +42,13 @@ MAX_MERGE_VALUE_BYTES = 256 << 20
 #: (39 M records checked, 0.9 MB live) took 20 s, and an embedded writer of 100 B values
 #: stood still for all of it.
 BACKGROUND_MERGE_HOT_SEGMENTS = 8
+#: Keys a spill or a merge moves to the keydir per hold of the store lock and of the GIL
+#: (~0.2 ms in a keydir of millions), and the pause after each: a real sleep, so a thread
+#: waiting for the GIL (a server's event loop) takes it. ``sleep(0)`` is not enough: the
+#: waiter is woken but the sleeper takes the GIL back first, and the waiter gets it only
+#: once its switch interval has passed (background.spill says why this matters).
+INSTALL_CHUNK = 1024
+INSTALL_PAUSE_S = 0.0001
 SMALL_SEGMENT_COUNT = 8
 BUSY_MAX_DEAD_PER_LIVE = 2.0
 BUSY_MAX_SMALL_SEGMENTS = 4 * SMALL_SEGMENT_COUNT
@@ -171,14 +179,20 @@ def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
         out.live_records = len(keys)
     if out is not None:
         store._open_segs[out.id] = out
+        # A chunk of keys per hold of the lock and the GIL (INSTALL_CHUNK):
+        # readers find a key at its old place or its new one, both open until the end.
+        for lo in range(0, len(keys), INSTALL_CHUNK):
+            hi = lo + INSTALL_CHUNK
+            with store._lock:
+                for k, old, new in zip(keys[lo:hi], src[lo:hi], new_locs[lo:hi], strict=False):
+                    if kd.get(k) == old:
+                        kd[k] = new
+                    else:
+                        out.live_bytes -= new & ((1 << 28) - 1)
+                        out.live_records -= 1
+            time.sleep(INSTALL_PAUSE_S)
     with store._lock:
         if out is not None:
-            for k, old, new in zip(keys, src, new_locs, strict=False):
-                if kd.get(k) == old:
-                    kd[k] = new
-                else:
-                    out.live_bytes -= new & ((1 << 28) - 1)
-                    out.live_records -= 1
             store._cold[out.id] = out
         for s in group:
             store._cold.pop(s.id, None)
@@ -233,7 +247,13 @@ def _collect_live(store: KVStore, seg: ColdSegment, keys: list[bytes],
     if not n:
         return e
     locs = e.locations(seg.id)
-    live = np.fromiter(map(eq, map(store._keydir.get, e.keys), locs), dtype=bool, count=n)
+    get = store._keydir.get
+    live = np.empty(n, dtype=bool)
+    for lo in range(0, n, INSTALL_CHUNK):  # a chunk per hold of the GIL, as installs do
+        hi = min(n, lo + INSTALL_CHUNK)
+        live[lo:hi] = np.fromiter(map(eq, map(get, e.keys[lo:hi]), locs[lo:hi]), dtype=bool,
+                                  count=hi - lo)
+        time.sleep(INSTALL_PAUSE_S)
     idx = np.flatnonzero(live & (e.ops == OP_PUT))
     if not len(idx):
         return e
