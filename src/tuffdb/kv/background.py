@@ -183,15 +183,14 @@ def spill(store: KVStore, seg: HotSegment) -> None:
         # offers the GIL meanwhile, so a server's event loop stood still for all of it
         # (~90 ms every few seconds under a durable YCSB load). Readers meanwhile find
         # these keys in ``seg``, still in the read chain until every chunk is in.
-        for lo in range(0, len(put_keys), merge.INSTALL_CHUNK):
-            chunk = put_keys[lo : lo + merge.INSTALL_CHUNK]
+        for lo, hi in merge.paced(len(put_keys)):
+            chunk = put_keys[lo:hi]
             with store._lock:
                 # Fresh keys (the common ingest case) skip the old-locations list.
                 olds = (list(map(kd.get, chunk))
                         if kd and not kd.keys().isdisjoint(chunk) else [])
-                kd.update(zip(chunk, put_locs[lo : lo + merge.INSTALL_CHUNK]))
+                kd.update(zip(chunk, put_locs[lo:hi]))
             account_dead(store, olds)
-            time.sleep(merge.INSTALL_PAUSE_S)  # hand the GIL over
         with store._lock:
             store._sealed.remove(seg)
             store._rechain()

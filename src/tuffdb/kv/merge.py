@@ -33,6 +33,8 @@ from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES
 from tuffdb.storage.files import fsync_dir, remove_quietly
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from tuffdb.kv.store import KVStore
 
 MAX_MERGE_VALUE_BYTES = 256 << 20
@@ -52,6 +54,14 @@ INSTALL_PAUSE_S = 0.0001
 SMALL_SEGMENT_COUNT = 8
 BUSY_MAX_DEAD_PER_LIVE = 2.0
 BUSY_MAX_SMALL_SEGMENTS = 4 * SMALL_SEGMENT_COUNT
+
+
+def paced(n: int) -> Iterator[tuple[int, int]]:
+    """``(lo, hi)`` of each INSTALL_CHUNK-sized piece of ``range(n)``, with the GIL handed
+    over (an INSTALL_PAUSE_S sleep) after each piece's work."""
+    for lo in range(0, n, INSTALL_CHUNK):
+        yield lo, min(n, lo + INSTALL_CHUNK)
+        time.sleep(INSTALL_PAUSE_S)
 
 
 def compact_all(store: KVStore) -> dict[str, int]:
@@ -179,10 +189,9 @@ def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
         out.live_records = len(keys)
     if out is not None:
         store._open_segs[out.id] = out
-        # A chunk of keys per hold of the lock and the GIL (INSTALL_CHUNK):
-        # readers find a key at its old place or its new one, both open until the end.
-        for lo in range(0, len(keys), INSTALL_CHUNK):
-            hi = lo + INSTALL_CHUNK
+        # A chunk of keys per hold of the lock and the GIL: readers find a key at its
+        # old place or its new one, both open until the end.
+        for lo, hi in paced(len(keys)):
             with store._lock:
                 for k, old, new in zip(keys[lo:hi], src[lo:hi], new_locs[lo:hi], strict=False):
                     if kd.get(k) == old:
@@ -190,7 +199,6 @@ def merge_segments(store: KVStore, group: list[ColdSegment]) -> None:
                     else:
                         out.live_bytes -= new & ((1 << 28) - 1)
                         out.live_records -= 1
-            time.sleep(INSTALL_PAUSE_S)
     with store._lock:
         if out is not None:
             store._cold[out.id] = out
@@ -249,11 +257,9 @@ def _collect_live(store: KVStore, seg: ColdSegment, keys: list[bytes],
     locs = e.locations(seg.id)
     get = store._keydir.get
     live = np.empty(n, dtype=bool)
-    for lo in range(0, n, INSTALL_CHUNK):  # a chunk per hold of the GIL, as installs do
-        hi = min(n, lo + INSTALL_CHUNK)
+    for lo, hi in paced(n):  # a chunk per hold of the GIL, as installs do
         live[lo:hi] = np.fromiter(map(eq, map(get, e.keys[lo:hi]), locs[lo:hi]), dtype=bool,
                                   count=hi - lo)
-        time.sleep(INSTALL_PAUSE_S)
     idx = np.flatnonzero(live & (e.ops == OP_PUT))
     if not len(idx):
         return e
