@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import re
 import uuid
 
 import pytest
@@ -124,3 +125,47 @@ def test_plain_scalars_refuses_subclasses_and_containers() -> None:
     assert codec.plain_scalars([])
     for odd in (Text("x"), b"x", [1], {"a": 1}, decimal.Decimal(1), dt.timedelta(1)):
         assert not codec.plain_scalars(["x", odd])
+
+
+@pytest.mark.parametrize(("components", "code", "width"), [
+    ([0.25, -1.0, 2.0**127, float("inf")], codec.EXT_VECTOR32, 4),  # every one a float32 value
+    ([0.1, 1.0], codec.EXT_VECTOR, 8),  # 0.1 is not: float32 would round it
+    ([1e300], codec.EXT_VECTOR, 8),  # beyond float32's range
+    ([float("nan")], codec.EXT_VECTOR, 8),  # NaN's payload is not promised by float32
+])
+def test_vectors_are_stored_as_float32_only_when_that_is_exact(
+        components: list[float], code: int, width: int) -> None:
+    vector = Vector(components)
+    stored = codec.to_store(vector)
+    assert (stored.code, len(stored.data)) == (code, width * len(components))
+    for lazy in (False, True):
+        fields, _, _ = codec.unpack_record(codec.pack_record({"v": vector}), lazy_vectors=lazy)
+        back = codec.materialise(fields)["v"]
+        assert type(back) is Vector
+        assert [x.hex() for x in back] == [x.hex() for x in components]  # bit for bit (NaN too)
+
+
+def test_a_float64_vector_record_reads_back_as_written() -> None:
+    """Records stored with code 6 (every vector, before code 10 existed) still read."""
+    import msgspec  # noqa: PLC0415 - building an old-style record by hand
+
+    raw = msgspec.msgpack.encode([codec.RECORD_VERSION, {"v": msgspec.msgpack.Ext(
+        codec.EXT_VECTOR, b"".join(x.to_bytes(8, "little") for x in (0x3FD0000000000000,
+                                                                     0xBFF0000000000000)))},
+                                  None, False])
+    assert _same(codec.unpack_record(raw)[0], {"v": Vector([0.25, -1.0])})
+
+
+def test_the_format_spec_lists_every_ext_code_the_codec_writes() -> None:
+    from pathlib import Path  # noqa: PLC0415
+
+    spec = (Path(__file__).parents[2] / "docs" / "format" / "documents.md").read_text()
+    typed = spec.split("## Typed values", 1)[1]  # the ext table, not the record layout's
+    rows = dict(re.findall(r"^\| (\d+) \| ([A-Za-z ]+?) \|", typed, re.MULTILINE))
+    names = {"DECIMAL": "Decimal", "DATETIME": "DateTime", "UUID": "UUID", "DURATION": "Duration",
+             "SET": "Set", "VECTOR": "Vector", "VECTOR32": "Vector", "BYTES": "Bytes",
+             "NUMBER": "Number", "TUPLE": "Array given as a tuple"}
+    codes = {name[4:]: value for name, value in vars(codec).items()
+             if name.startswith("EXT_") and type(value) is int}
+    assert set(codes) == set(names)
+    assert {str(value): names[name] for name, value in codes.items()} == rows

@@ -15,6 +15,9 @@ code  type        payload
 7     Bytes       raw bytes (a ``bytearray``; Binary is native bin)
 8     Number      MessagePack int or float
 9     Tuple       MessagePack array (an Array given as a tuple comes back a tuple)
+10    Vector      little-endian float32 array: a vector each of whose components is a
+                  float32 value exactly (embeddings from float32 models), read back as
+                  the same float64 values; half the bytes of code 6
 ====  ==========  =====================================================
 """
 
@@ -35,6 +38,7 @@ from tuffdb.documents.values import Number, Vector
 
 EXT_DECIMAL, EXT_DATETIME, EXT_UUID, EXT_DURATION = 1, 2, 3, 4
 EXT_SET, EXT_VECTOR, EXT_BYTES, EXT_NUMBER, EXT_TUPLE = 5, 6, 7, 8, 9
+EXT_VECTOR32 = 10
 DURATION = struct.Struct("<qii")
 
 _Ext = msgspec.msgpack.Ext
@@ -61,19 +65,31 @@ def _native_values(values: Iterable[Any]) -> bool:
     return True
 
 
-_VECTOR_FORMATS: dict[int, struct.Struct] = {}  # by length (a few per database)
+# by length (a few per database): (float32, float64) little-endian formats
+_VECTOR_FORMATS: dict[int, tuple[struct.Struct, struct.Struct]] = {}
 
 
-def _vector_bytes(value: Vector) -> bytes:
-    """Little-endian float64s. ``struct`` takes a tuple's floats directly: 6x faster than
-    ``array("d", value)``, which walks a tuple subclass item by item through its parser."""
+def _vector_ext(value: Vector) -> msgspec.msgpack.Ext:
+    """Code 10 (float32s) when every component survives the round trip through float32
+    exactly, else code 6 (float64s). ``struct`` takes a tuple's floats directly: 6x faster
+    than ``array("d", value)``, which walks a tuple subclass item by item through its
+    parser. The check (pack, unpack, one tuple comparison in C) costs ~2.5 us for 128
+    components and halves what the record, the log and the cold blocks carry; the float64
+    bytes of float32 values also compress slowly (zstd -1 ran at ~290 MB/s on them)."""
     n = len(value)
-    fmt = _VECTOR_FORMATS.get(n)
-    if fmt is None:
-        fmt = struct.Struct(f"<{n}d")
+    fmts = _VECTOR_FORMATS.get(n)
+    if fmts is None:
+        fmts = (struct.Struct(f"<{n}f"), struct.Struct(f"<{n}d"))
         if len(_VECTOR_FORMATS) < 64:
-            _VECTOR_FORMATS[n] = fmt
-    return fmt.pack(*value)
+            _VECTOR_FORMATS[n] = fmts
+    f32, f64 = fmts
+    try:
+        packed = f32.pack(*value)
+    except OverflowError:  # beyond float32's range
+        return _Ext(EXT_VECTOR, f64.pack(*value))
+    if f32.unpack(packed) == value:  # NaN never compares equal: kept as float64
+        return _Ext(EXT_VECTOR32, packed)
+    return _Ext(EXT_VECTOR, f64.pack(*value))
 
 
 def to_store(value: Any) -> Any:  # noqa: C901, PLR0911, PLR0912 - type or option dispatch, one case each
@@ -98,7 +114,7 @@ def to_store(value: Any) -> Any:  # noqa: C901, PLR0911, PLR0912 - type or optio
     if t is set or t is frozenset:
         return _Ext(EXT_SET, _ENC.encode([to_store(v) for v in value]))
     if t is Vector:
-        return _Ext(EXT_VECTOR, _vector_bytes(value))
+        return _vector_ext(value)
     if t is bytearray:
         return _Ext(EXT_BYTES, bytes(value))
     if t is Number:
@@ -127,6 +143,8 @@ def _ext_hook(code: int, data: memoryview) -> Any:  # noqa: PLR0911 - type or op
         return set(_DEC.decode(raw))
     if code == EXT_VECTOR:
         return Vector(array("d", raw))
+    if code == EXT_VECTOR32:
+        return Vector(array("f", raw))
     if code == EXT_BYTES:
         return bytearray(raw)
     if code == EXT_NUMBER:
@@ -141,15 +159,16 @@ class LazyVector:
     a vector's Python floats costs more than decoding the rest of a typical record, and a
     projection often drops it. :func:`materialise` turns what is kept into vectors."""
 
-    __slots__ = ("raw",)
+    __slots__ = ("code", "raw")
 
-    def __init__(self, raw: bytes) -> None:
+    def __init__(self, code: int, raw: bytes) -> None:
+        self.code = code
         self.raw = raw
 
 
 def _lazy_ext_hook(code: int, data: memoryview) -> Any:
-    if code == EXT_VECTOR:
-        return LazyVector(bytes(data))
+    if code == EXT_VECTOR or code == EXT_VECTOR32:  # noqa: PLR1714 - ints, compiled
+        return LazyVector(code, bytes(data))
     return _ext_hook(code, data)
 
 
@@ -157,7 +176,7 @@ def materialise(value: Any) -> Any:
     """``value`` with every :class:`LazyVector` in it decoded (dicts and lists walked)."""
     t = type(value)
     if t is LazyVector:
-        return _ext_hook(EXT_VECTOR, memoryview(value.raw))
+        return _ext_hook(value.code, memoryview(value.raw))
     if t is dict:
         return {k: materialise(v) for k, v in value.items()}
     if t is list:
