@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,15 +35,26 @@ _blas: list[Any] | None = None  # the BLAS libraries' thread controls, found on 
 
 
 def _matvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """``m @ v`` by BLAS's single-threaded gemv: 20-30% faster than einsum's loop at
-    100,000 x 128 here. BLAS's own threads are held at one for the call: they spin when
-    the cores are shared and made a 10,000 x 128 product 7x slower on this host
-    (docs/design/search.md). The setting is process-wide, so scans of this size take turns
-    (``_BLAS_LOCK``) and restore it after; small products, which BLAS never threads, skip
-    all that."""
-    global _blas  # noqa: PLW0603 - found once per process
+    """``m @ v``: for small products BLAS's gemv on this thread; for large ones whichever
+    of single-threaded gemv and ``einsum``'s loop was faster here on the first large
+    product (:func:`_pick`). Which wins depends on the CPU and the BLAS build: gemv was
+    20-30% faster than einsum at 100,000 x 128 on this project's host in one session, and
+    einsum 1.4x faster than gemv on another CPU the host moved to (369 vs 514 scans/s).
+    BLAS's own threads are held at one for a gemv call: they spin when the cores are
+    shared and made a 10,000 x 128 product 7x slower on this host (docs/design/search.md).
+    The setting is process-wide, so scans of this size take turns (``_BLAS_LOCK``) and
+    restore it after; small products, which BLAS never threads, skip all that."""
     if m.size < BLAS_UNTHREADED_ENTRIES:
         return np.asarray(m @ v)
+    if _EINSUM[0] is None:
+        _EINSUM[0] = _pick(m, v)
+    if _EINSUM[0]:
+        return np.einsum("ij,j->i", m, v)
+    return _gemv(m, v)
+
+
+def _gemv(m: np.ndarray, v: np.ndarray) -> np.ndarray:
+    global _blas  # noqa: PLW0603 - found once per process
     with _BLAS_LOCK:
         if _blas is None:
             _blas = [c for c in ThreadpoolController().lib_controllers if c.user_api == "blas"]
@@ -54,6 +66,26 @@ def _matvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
         finally:
             for c, n in zip(_blas, before, strict=True):
                 c.set_num_threads(n)
+
+
+_EINSUM: list[bool | None] = [None]  # large products by einsum? decided on the first one
+PICK_ROUNDS = 3
+
+
+def _pick(m: np.ndarray, v: np.ndarray) -> bool:
+    """Whether einsum beats single-threaded gemv on ``m @ v``: the best of
+    :data:`PICK_ROUNDS` runs of each, alternating (a few scans, once per process; a busy
+    moment can pick the slower one, never a wrong result: both compute the product)."""
+    best = {True: math.inf, False: math.inf}
+    for _ in range(PICK_ROUNDS):
+        for einsum in (False, True):
+            t = time.perf_counter()
+            if einsum:
+                np.einsum("ij,j->i", m, v)
+            else:
+                _gemv(m, v)
+            best[einsum] = min(best[einsum], time.perf_counter() - t)
+    return best[True] < best[False]
 
 
 SAMPLE_STRIDE = 64  # top_k of a long array: the k-th best of every 64th score is a floor
