@@ -59,7 +59,7 @@ class Vector(tuple[float, ...]):
     __slots__ = ()
 
     def __new__(cls, items: Any = ()) -> Self:
-        if type(items) is array and items.typecode == "d":  # decoded from storage
+        if type(items) is array and items.typecode in "df":  # decoded from storage
             return super().__new__(cls, items)
         if type(items) is list and set(map(type, items)) <= _FLOAT:  # checked at C speed
             return super().__new__(cls, items)
