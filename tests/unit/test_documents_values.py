@@ -130,7 +130,9 @@ def test_plain_scalars_refuses_subclasses_and_containers() -> None:
 @pytest.mark.parametrize(("components", "code", "width"), [
     ([0.25, -1.0, 2.0**127, float("inf")], codec.EXT_VECTOR32, 4),  # every one a float32 value
     ([0.1, 1.0], codec.EXT_VECTOR, 8),  # 0.1 is not: float32 would round it
+    ([0.25, 0.1], codec.EXT_VECTOR, 8),  # the first is, a later one is not
     ([1e300], codec.EXT_VECTOR, 8),  # beyond float32's range
+    ([0.25, 1e300], codec.EXT_VECTOR, 8),
     ([float("nan")], codec.EXT_VECTOR, 8),  # NaN's payload is not promised by float32
 ])
 def test_vectors_are_stored_as_float32_only_when_that_is_exact(
