@@ -44,11 +44,12 @@ def _matvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
     shared and made a 10,000 x 128 product 7x slower on this host (docs/design/search.md).
     The setting is process-wide, so scans of this size take turns (``_BLAS_LOCK``) and
     restore it after; small products, which BLAS never threads, skip all that."""
+    global _einsum  # noqa: PLW0603 - decided once per process
     if m.size < BLAS_UNTHREADED_ENTRIES:
         return np.asarray(m @ v)
-    if _EINSUM[0] is None:
-        _EINSUM[0] = _pick(m, v)
-    if _EINSUM[0]:
+    if _einsum is None:
+        _einsum = _pick(m, v)
+    if _einsum:
         return np.einsum("ij,j->i", m, v)
     return _gemv(m, v)
 
@@ -68,7 +69,7 @@ def _gemv(m: np.ndarray, v: np.ndarray) -> np.ndarray:
                 c.set_num_threads(n)
 
 
-_EINSUM: list[bool | None] = [None]  # large products by einsum? decided on the first one
+_einsum: bool | None = None  # large products by einsum? decided on the first one
 PICK_ROUNDS = 3
 
 
