@@ -82,11 +82,14 @@ def appends_until_killed(proc: subprocess.Popen[str], url: str,
 
 def check_recovered(data_dir: Path, snapshot: dict[int, bytes]) -> None:
     """Add a torn tail, restart: every acknowledged event is there, positions gapless."""
-    # A torn tail: half a frame of garbage after the last committed batch.
+    # A torn tail: half a frame of garbage after the last committed batch. A power cut
+    # can fall while the newest segment is being created: its name reached the disk and
+    # its header did not (seen: a 0-byte last segment). That file is the torn tail then,
+    # and recovery must drop it (storage/segmented_log.py), so nothing is added to it.
     last_seg = sorted((data_dir / "log").iterdir())[-1]
-    assert last_seg.stat().st_size >= SEGMENT_HEADER_SIZE
-    with last_seg.open("ab") as f:
-        f.write(b"\x13\x37" * 40)
+    if last_seg.stat().st_size >= SEGMENT_HEADER_SIZE:
+        with last_seg.open("ab") as f:
+            f.write(b"\x13\x37" * 40)
 
     proc, url = start(data_dir)
     try:
