@@ -56,6 +56,9 @@ HOT_MODULES = (
     "tuffdb/kv/background.py",
     "tuffdb/kv/merge.py",
     "tuffdb/kv/records.py",
+    "tuffdb/kv/cold.py",
+    "tuffdb/kv/tier.py",  # its TieredSegment subclasses cold.ColdSegment
+    "tuffdb/_format/record.py",
     "tuffdb/events/codec.py",
     "tuffdb/events/writer.py",
     "tuffdb/events/tag_index.py",
@@ -80,6 +83,12 @@ HOT_MODULES = (
     "tuffdb/documents/collection.py",
     "tuffdb/documents/database.py",
     "tuffdb/documents/write_lock.py",
+    "tuffdb/documents/search.py",
+    "tuffdb/documents/search_index.py",
+    "tuffdb/documents/vector/flat.py",
+    "tuffdb/documents/fulltext/postings.py",
+    "tuffdb/documents/fulltext/analyzer.py",
+    "tuffdb/documents/fulltext/scoring.py",
 )
 KEEP_BUILDS = 3  # builds of other sources (another checkout, a branch) are kept a while
 

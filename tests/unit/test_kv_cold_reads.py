@@ -53,3 +53,43 @@ def test_get_many_agrees_with_get_across_blocks(kv_store: Any, cache_bytes: int)
               [*keys[100:140], b"absent", *keys[100:140], *keys[5000:5040]]]
     for batch in probes:
         assert store.get_many(batch) == [store.get(k) for k in batch]
+
+
+def test_adopt_takes_every_attribute_a_cold_segment_sets(kv_store: Any) -> None:
+    """A tiered segment is built by ``ColdSegment.adopt`` (kv/tier.py): it must copy every
+    attribute ``__init__`` sets, read here from the source, so one added later cannot be
+    left behind (the compiled build's classes have no ``__dict__`` to copy wholesale)."""
+    import ast
+    from pathlib import Path
+
+    from tuffdb.kv.cold import ColdSegment
+
+    store = kv_store(durability="none", hot_bytes=16 << 10, cache_bytes=0)
+    for i in range(2000):
+        store.put(b"k%05d" % i, b"v" * 20)
+    store.sync()
+    # two private handles of two segments (the store's own stay untouched)
+    seg = ColdSegment.open(store._cold_order[0].path, store._codec)
+    other = ColdSegment.open(store._cold_order[1].path, store._codec)
+    # from the source file (a compiled build's __init__ has no source to inspect)
+    source = Path(__file__).parents[2] / "src" / "tuffdb" / "kv" / "cold.py"
+    cls = next(n for n in ast.walk(ast.parse(source.read_text()))
+               if isinstance(n, ast.ClassDef) and n.name == "ColdSegment")
+    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    names = {t.attr for node in ast.walk(init) if isinstance(node, (ast.Assign, ast.AnnAssign))
+             for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+             if isinstance(t, ast.Attribute)}
+    assert {"path", "id", "live_bytes", "_offsets"} <= names
+    # ints compared by value (the compiled build boxes them anew on each read), made
+    # distinct first; every other attribute by identity
+    ints = {n for n in names if isinstance(getattr(seg, n), int)}
+    objs = names - ints
+    assert [n for n in sorted(objs) if getattr(other, n) is getattr(seg, n)] == ["codec"]
+    for n in ints:
+        setattr(seg, n, getattr(seg, n) + 12345)
+    other.close()  # its own file; after adopt it shares seg's
+    other.adopt(seg)
+    missed = ([n for n in sorted(ints) if getattr(other, n) != getattr(seg, n)]
+              + [n for n in sorted(objs) if getattr(other, n) is not getattr(seg, n)])
+    seg.close()
+    assert missed == []

@@ -165,7 +165,7 @@ def header_digest(buf: bytes | mmap.mmap, start: int, end: int,
     payloads' CRCs, so this digest stands for every byte of those frames (backup.md,
     ``check: "frames"``)."""
     unpack = FRAME.unpack_from
-    heads = []
+    heads: list[bytes] = []
     append = heads.append
     pos = start
     while pos + FRAME_SIZE <= end:

@@ -351,6 +351,24 @@ class ColdSegment:
         self._offsets = index["offset"].tolist()
         self._sizes = index["size"].tolist()
 
+    def adopt(self, seg: ColdSegment) -> None:
+        """Take every attribute :meth:`__init__` sets from ``seg``: the same segment
+        (a tiered one: kv/tier.py), named one by one because the compiled build's
+        classes have no ``__dict__`` to copy."""
+        self.path = seg.path
+        self.id = seg.id
+        self.seq = seg.seq
+        self.meta = seg.meta
+        self.supersedes = seg.supersedes
+        self.value_bytes = seg.value_bytes
+        self.live_bytes = seg.live_bytes
+        self.live_records = seg.live_records
+        self.file_size = seg.file_size
+        self.codec = seg.codec
+        self._file = seg._file
+        self._offsets = seg._offsets
+        self._sizes = seg._sizes
+
     @property
     def nblocks(self) -> int:
         return len(self._offsets)

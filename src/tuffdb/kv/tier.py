@@ -160,16 +160,19 @@ class TierCache:
         fetched whole (once, however many readers miss it at the same time)."""
         key = (ref.object, n)
         while True:
+            fetch = False  # (no break inside the lock: the compiled build cannot)
             with self._mu:
-                cached = key in self._parts
-                if cached:
+                waiting: threading.Event | None = None
+                if key in self._parts:
                     self._parts.move_to_end(key)
                 else:
                     waiting = self._fetching.get(key)
                     if waiting is None:
                         self._fetching[key] = threading.Event()
-                        break
-            if not cached:
+                        fetch = True
+            if fetch:
+                break
+            if waiting is not None:
                 waiting.wait()  # another reader is fetching it
                 continue
             try:
@@ -243,7 +246,7 @@ class TieredSegment(ColdSegment):
 
     def __init__(self, seg: ColdSegment, ref: RemoteFile, cache: TierCache) -> None:
         # The same segment (id, footer, block index, accounting): only its bytes move.
-        vars(self).update(vars(seg))
+        self.adopt(seg)
         self.file_size = ref.size
         self._file = None
         self.ref = ref

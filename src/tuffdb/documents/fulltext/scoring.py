@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,9 +23,9 @@ from tuffdb.documents.fulltext.analyzer import (
     stop_words,
     tokens,
 )
-
-if TYPE_CHECKING:
-    from tuffdb.documents.fulltext.postings import TextIndex
+# imported at run time, not only for type checking: the compiled build (mypyc) resolves a
+# dataclass's field annotations when the module loads (TextHits.index)
+from tuffdb.documents.fulltext.postings import TextIndex
 
 K1 = 1.2
 B = 0.75

@@ -430,22 +430,23 @@ class VectorEngine:
                 "expected_recall": got}
 
     def search(self, query: object, k: int, *, allowed: Collection[str] | None = None,
-               ef_search: int | None = None, recall: float | None = None,
+               ef_search: int | None = None, recall: object = None,
                explain: dict[str, Any] | None = None) -> list[tuple[str, float]]:
-        """The ``k`` best ``(id, score)`` pairs, best first; ``explain`` gets the plan."""
+        """The ``k`` best ``(id, score)`` pairs, best first; ``explain`` gets the plan.
+        ``recall``: the request's value as given, checked here (a number in (0, 1])."""
         q = as_vector(query, self.dimension, "query vector")
-        recall = None if recall is None else _check_recall(recall)
+        target = None if recall is None else _check_recall(recall)
         with self.lock:
             if allowed is None:  # the plan depends only on the state and the request
-                key = (k, ef_search, recall, len(self.flat), len(self.rid_label),
+                key = (k, ef_search, target, len(self.flat), len(self.rid_label),
                        len(self.pending), self.graph is None, self.epoch)
                 plan = self._plans.get(key)
                 if plan is None:
                     if len(self._plans) >= 64:
                         self._plans.clear()
-                    plan = self._plans[key] = self.plan(k, ef_search=ef_search, recall=recall)
+                    plan = self._plans[key] = self.plan(k, ef_search=ef_search, recall=target)
             else:
-                plan = self.plan(k, allowed=allowed, ef_search=ef_search, recall=recall)
+                plan = self.plan(k, allowed=allowed, ef_search=ef_search, recall=target)
             if explain is not None:
                 explain.update(plan)
             if k <= 0 or not len(self.flat):
