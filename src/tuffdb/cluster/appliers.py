@@ -76,8 +76,16 @@ class EventsApplier:
         if not run:
             return
         data = run[0] if len(run) == 1 else b"".join(run)
-        tail = self.store._log.tail_address  # noqa: SLF001 - the store's own log
+        log = self.store._log  # noqa: SLF001 - the store's own log
+        tail = log.tail_address
         if address < tail:  # some already here (a snapshot, or a replay after a restart)
+            # An address says where bytes are, not that they are the leader's: a node that
+            # wrote events of its own while it led holds other bytes there. Those are a
+            # divergence (the node then asks for a snapshot: follower.py), never skipped.
+            held = min(len(data), tail - address)
+            if log.read_at(base, address, held) != data[:held]:
+                raise CorruptionError(f"replicated event frames at {address} differ from the "
+                                      "bytes this log holds there: the logs have diverged")
             if address + len(data) <= tail:
                 return
             # The log here is a prefix of the same bytes, cut at a committed frame end.

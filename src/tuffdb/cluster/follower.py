@@ -33,7 +33,7 @@ from tuffdb.cluster.appliers import Applier
 from tuffdb.cluster.sequencer import Round
 from tuffdb.cluster.state import NodeState
 from tuffdb.cluster.wire import Msg
-from tuffdb.errors import ProtocolError
+from tuffdb.errors import CorruptionError, ProtocolError
 from tuffdb.log import get_logger
 from tuffdb.storage.files import fsync_dir
 
@@ -48,9 +48,11 @@ class StaleLeaderError(ProtocolError):
     """The peer leads an epoch older than one this node has already seen."""
 
 
-def _hello(sock: socket.socket, cluster: str, node: str, state: NodeState) -> None:
+def _hello(sock: socket.socket, cluster: str, node: str, state: NodeState,
+           diverged: str | None = None) -> None:
     wire.send(sock, Msg.HELLO, {"cluster": cluster, "node": node, "lsn": state.lsn,
-                                "epoch": state.epoch, "history": state.history})
+                                "epoch": state.epoch, "history": state.history,
+                                "diverged": diverged})
 
 
 def _welcome(sock: socket.socket, newest_epoch: int) -> dict[str, Any]:
@@ -172,6 +174,8 @@ class ReplicationClient:
         self.leader_node: str | None = None
         self.applied_time_ns = 0  # when the leader wrote the last round applied here
         self.failed: str | None = None  # why the stream stopped for good (stale leader, ...)
+        # why a round could not continue this node's logs: the next HELLO asks for a snapshot
+        self.diverged: str | None = None
         self._stop = threading.Event()
         self._sock: socket.socket | None = None
         self._saved = 0
@@ -221,6 +225,10 @@ class ReplicationClient:
                 backoff = 0.05
             except StaleLeaderError as exc:
                 log.warning("refused a stale leader", reason=str(exc), address=self.address)
+            except CorruptionError as exc:  # a round this node's logs cannot continue
+                self.diverged = str(exc)
+                log.error("this node's logs do not continue the leader's: it asks for a "
+                          "snapshot", address=self.address, reason=str(exc))
             except (OSError, ConnectionError, ProtocolError) as exc:
                 if not self._stop.is_set():
                     log.info("replication link down", address=self.address, reason=str(exc))
@@ -239,7 +247,7 @@ class ReplicationClient:
         sock = connect(self.address)
         self._sock = sock
         try:
-            _hello(sock, self.cluster, self.node, self.state)
+            _hello(sock, self.cluster, self.node, self.state, self.diverged)
             welcome = _welcome(sock, max(self.state.epoch, self.newest_epoch()))
             if welcome.get("mode") != "stream":
                 self.failed = "the leader says this node needs a snapshot"

@@ -160,6 +160,10 @@ class ReplicationServer:
             log.warning("follower holds rounds this leader never had: it takes a snapshot",
                         follower=node, its_lsn=lsn, shared_lsn=common, truncated_rounds=lsn - common)
             mode = "snapshot"
+        elif hello.get("diverged"):  # its logs could not continue ours (follower.py)
+            log.warning("follower's logs do not continue this leader's: it takes a snapshot",
+                        follower=node, its_lsn=lsn, reason=str(hello["diverged"]))
+            mode = "snapshot"
         elif lsn >= seq.last_lsn or seq.rounds_after(lsn, 0) is not None:
             mode = "stream"
         else:

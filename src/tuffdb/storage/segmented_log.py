@@ -180,6 +180,20 @@ class SegmentedLog:
             self._active.append(data)
         seg.size += len(data)
 
+    def read_at(self, base: int, address: int, length: int) -> bytes:
+        """Up to ``length`` bytes at ``address`` of the segment that starts at ``base``
+        (fewer where that segment ends first; b"" if this log has no such segment): a
+        cluster follower compares a replayed round with what it already holds there."""
+        for seg in reversed(self.segments):
+            if seg.base_address == base:
+                n = min(length, seg.end_address - address)
+                if n <= 0 or address < base:
+                    return b""
+                with seg.path.open("rb") as f:
+                    f.seek(SEGMENT_HEADER_SIZE + address - base)
+                    return f.read(n)
+        return b""
+
     def sync(self) -> None:
         """Make everything appended so far durable."""
         if self._active is not None:
