@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -56,12 +57,22 @@ def lead(stores: Stores, required: int, timeout_s: float = 2.0,
     return seq, server
 
 
-def follow(stores: Stores, port: int, state: NodeState, state_dir: Path) -> ReplicationClient:
+def follow(stores: Stores, port: int, state: NodeState, state_dir: Path,
+           on_snapshot_needed: Callable[[], None] = lambda: None) -> ReplicationClient:
     client = ReplicationClient(address=f"127.0.0.1:{port}", cluster="c", node="n2", state=state,
                                state_dir=state_dir, appliers=stores.appliers(),  # type: ignore[arg-type]
-                               newest_epoch=lambda: 7, on_snapshot_needed=lambda: None)
+                               newest_epoch=lambda: 7, on_snapshot_needed=on_snapshot_needed)
     client.start()
     return client
+
+
+def shut_down(client: ReplicationClient, server: ReplicationServer, seq: Sequencer,
+              *stores: Stores) -> None:
+    client.stop()
+    server.close()
+    seq.close()
+    for stores_ in stores:
+        stores_.close()
 
 
 def wait_in_sync(seq: Sequencer, node: str) -> None:
@@ -103,11 +114,7 @@ def test_sync_acknowledged_writes_are_on_the_follower_when_they_return(tmp_path:
         assert errors == []
         assert seq.followers["n2"].acked == seq.last_lsn
     finally:
-        client.stop()
-        server.close()
-        seq.close()
-        follower.close()
-        leader.close()
+        shut_down(client, server, seq, follower, leader)
 
 
 def test_a_follower_whose_event_log_diverged_asks_for_a_snapshot(tmp_path: Path) -> None:
@@ -118,26 +125,18 @@ def test_a_follower_whose_event_log_diverged_asks_for_a_snapshot(tmp_path: Path)
     snapshot (a CI run once showed such a node stuck for good instead)."""
     leader, follower = Stores(tmp_path / "a"), Stores(tmp_path / "b")
     follower.events.append([Event("Made", b"z", ["t:1"])])  # its own, same size
-    seq: Sequencer | None = None
-    seq, server = lead(leader, required=0,
-                       snapshot=lambda: (seq.last_lsn, [], lambda: None))  # type: ignore[union-attr]
+    # (an empty snapshot: the follower asking for one is what is checked)
+    seq, server = lead(leader, required=0, snapshot=lambda: (seq.last_lsn, [], lambda: None))
     needed = threading.Event()
-    client = ReplicationClient(address=f"127.0.0.1:{server.port}", cluster="c", node="n2",
-                               state=NodeState(), state_dir=tmp_path / "b" / "cluster",
-                               appliers=follower.appliers(),  # type: ignore[arg-type]
-                               newest_epoch=lambda: 7, on_snapshot_needed=needed.set)
-    client.start()
+    client = follow(follower, server.port, NodeState(), tmp_path / "b" / "cluster",
+                    on_snapshot_needed=needed.set)
     try:
         leader.events.append([Event("Made", b"x", ["t:1"])])
         assert needed.wait(WAIT_S), "the follower never asked for a snapshot"
         assert client.diverged is not None and "diverged" in client.diverged
         assert [e.event.data for e in follower.events.read()] == [b"z"]  # nothing mixed in
     finally:
-        client.stop()
-        server.close()
-        seq.close()
-        follower.close()
-        leader.close()
+        shut_down(client, server, seq, follower, leader)
 
 
 def test_replayed_event_rounds_already_held_are_skipped(tmp_path: Path) -> None:
@@ -204,11 +203,7 @@ def test_a_follower_that_restarts_catches_up_from_the_ring(tmp_path: Path) -> No
         assert state.lsn == seq.last_lsn
         assert state.history == [[7, 1]]
     finally:
-        client.stop()
-        server.close()
-        seq.close()
-        follower.close()
-        leader.close()
+        shut_down(client, server, seq, follower, leader)
 
 
 def test_a_round_handed_to_a_closed_sequencer_is_refused_and_later_rounds_go_on(
