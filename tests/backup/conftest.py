@@ -9,7 +9,6 @@ from __future__ import annotations
 import http.client
 import logging
 import os
-import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -20,11 +19,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tuffdb.testing.etcd import free_port
 
 
 class FaultProxy:

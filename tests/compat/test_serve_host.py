@@ -25,6 +25,7 @@ import pytest
 import redis
 
 from tuffdb.kv.store import KVStore
+from tuffdb.testing.etcd import free_port
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -76,12 +77,6 @@ def create(config):
         raise OperationalError("store is locked by another process: stop it first")
     return FakeFace(config)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:

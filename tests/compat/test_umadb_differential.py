@@ -6,7 +6,6 @@ client cannot send them)."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import threading
@@ -18,13 +17,9 @@ from typing import Any
 import pytest
 import umadb
 
+from tuffdb.testing.etcd import free_port
+
 UMADB = Path(sys.executable).with_name("umadb")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait(proc: subprocess.Popen[str], needle: str, streams: list[Any]) -> dict[str, str]:
@@ -51,7 +46,7 @@ def servers(tmp_path: Path) -> Iterator[tuple[umadb.Client, umadb.Client]]:
     ours = subprocess.Popen(
         [sys.executable, "-m", "tuffdb.server.umadb", "--port", "0",
          "--data-dir", str(tmp_path / "tuffdb")], stderr=subprocess.PIPE, text=True)
-    port = _free_port()
+    port = free_port()
     theirs = subprocess.Popen(
         [str(UMADB), "--listen", f"127.0.0.1:{port}", "--db-path", str(tmp_path / "uma.db")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -14,11 +13,7 @@ from pathlib import Path
 import pytest
 import umadb
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tuffdb.testing.etcd import free_port
 
 
 class Serve:
@@ -51,7 +46,7 @@ class Serve:
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[tuple[Path, int]]:
-    yield tmp_path / "data", _free_port()
+    yield tmp_path / "data", free_port()
 
 
 def test_events_face_under_tuffdb_serve(serve: tuple[Path, int]) -> None:

@@ -26,7 +26,6 @@ same way.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -40,6 +39,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tuffdb.events import umadb_v1_pb2 as pb
+from tuffdb.testing.etcd import free_port
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -51,12 +51,6 @@ if TYPE_CHECKING:
 WAIT_S = 60.0  # an upper bound on a shared machine; a passing test never waits this long
 WRITERS = 3
 ACKS_BEFORE_FAULT = 150
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Served:

@@ -30,6 +30,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tuffdb.testing.etcd import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 120.0  # an upper bound on a loaded machine; a passing run never waits this long
 
@@ -144,13 +146,7 @@ def test_every_module_imports_with_runtime_dependencies_only(runtime_venv: Path,
 
 
 def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+    return [free_port() for _ in range(n)]  # distinct, outside the ephemeral range
 
 
 @pytest.mark.once
