@@ -16,9 +16,9 @@ the load generator on CPU 1):
    INFO reports and the table also shows subtracted);
 2. one warm-up read of each (tuffdb builds its ordered key view on the first range read);
 3. ``redis-benchmark -c 50 -P <pipeline> -n <ops> -r N`` runs each measured command, each
-   after the server's CPU use settled (the spills and merges the previous command's writes
-   left would otherwise be charged to the next one; how long each settle took is in the
-   raw results, ``settle_seconds_before``):
+   after the server's CPU use settled, low for 2.5 s in a row (the spills and merges the
+   previous command's writes left would otherwise be charged to the next one; how long
+   each settle took is in the raw results, ``settle_seconds_before``):
    ``LPUSH biglist x``, ``ZADD bigzset __rand_int__ element:__rand_int__`` (updates of
    existing members), ``XADD bigstream * f v``, ``SISMEMBER bigset element:__rand_int__``,
    ``ZRANGEBYSCORE bigzset __rand_int__ +inf LIMIT 0 10``.
@@ -60,6 +60,7 @@ from _common import (
 )
 from resp import pin
 
+from tuffdb.kv.background import IDLE_TICK_S
 from tuffdb.server.resp._process import ServerProcess, start_redis, start_tuffdb
 
 OUT_DIR = REPO / "docs" / "benchmarks" / "resp-collections"
@@ -73,6 +74,8 @@ COMMANDS = {  # name -> redis-benchmark command
     "ZRANGEBYSCORE": ["zrangebyscore", "bigzset", "__rand_int__", "+inf", "LIMIT", "0", "10"],
 }
 FILLS = ("list", "zset", "set", "stream")
+SAMPLE_S = 0.5
+QUIET_SAMPLES = 2 + int(3 * IDLE_TICK_S / SAMPLE_S)  # past the ticks a merge waits for
 
 
 def rss(proc: ServerProcess) -> int:
@@ -103,14 +106,19 @@ def fill(r: redis.Redis, kind: str, n: int) -> None:
 
 
 def settle(proc: ServerProcess, limit_s: float = 120.0) -> None:
-    """Wait until the server's CPU use drops (background spills done), bounded."""
+    """Wait until the server's CPU use stays low (background spills and merges done), bounded.
+
+    Low for ``QUIET_SAMPLES`` samples in a row, not one: the engine starts a merge only
+    after a whole background tick (``IDLE_TICK_S``) without requests, so the first quiet
+    sample after a load comes before its merges; a settle that stopped there left them to
+    run in the next command's window (seen: 2 s of merging after LPUSH's settle)."""
     p = psutil.Process(proc.proc.pid)
     deadline = time.monotonic() + limit_s
     p.cpu_percent(None)
-    while time.monotonic() < deadline:
-        time.sleep(0.5)  # a sampling interval for cpu_percent, not synchronisation
-        if p.cpu_percent(None) < 5.0:  # noqa: PLR2004
-            return
+    quiet = 0
+    while time.monotonic() < deadline and quiet < QUIET_SAMPLES:
+        time.sleep(SAMPLE_S)  # a sampling interval for cpu_percent, not synchronisation
+        quiet = quiet + 1 if p.cpu_percent(None) < 5.0 else 0  # noqa: PLR2004
 
 
 def benchmark(port: int, name: str, n: int, ops: int, pipeline: int,
