@@ -7,6 +7,7 @@ write returns on the leader, the follower already holds it (no waiting in the te
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -15,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from tuffdb import Database, Event, EventStore, KVStore
+from tuffdb.cluster import wire
 from tuffdb.cluster.appliers import EventsApplier, KVApplier
 from tuffdb.cluster.follower import ReplicationClient
 from tuffdb.cluster.leader import ReplicationServer
 from tuffdb.cluster.sequencer import Lease, Sequencer
-from tuffdb.cluster.state import NodeState
+from tuffdb.cluster.state import NodeState, load
 from tuffdb.errors import NotEnoughReplicasError, NotLeaderError
 
 WAIT_S = 60.0
@@ -246,3 +248,116 @@ def test_a_round_handed_to_a_closed_sequencer_is_refused_and_later_rounds_go_on(
     finally:
         kv.close()
         other.close()
+
+
+
+def three_rounds(source: Stores) -> bytes:
+    """A KV round and two event rounds of ``source``'s, as one burst of ROUND messages."""
+    rounds: list[tuple[str, list]] = []
+    source.kv.round_tap = lambda parts: rounds.append(("kv", parts))
+    source.kv.put(b"k", b"v")
+    source.events.set_replication_hooks(lambda parts: rounds.append(("events", parts)),
+                                        lambda finish: finish(None))
+    for data in (b"one", b"two"):
+        source.events.append([Event("Made", data, ["t:1"])])
+    assert [store for store, _ in rounds] == ["kv", "events", "events"]
+    return b"".join(
+        wire.encode(wire.Msg.ROUND, {"epoch": 7, "leader_epoch": 7, "lsn": lsn, "store": store,
+                                     "time_ns": 1, "parts": [[n, o, len(d)] for n, o, d in parts]},
+                    b"".join(d for _, _, d in parts))
+        for lsn, (store, parts) in enumerate(rounds, 1))
+
+
+def scripted_leader(listener: socket.socket, burst: bytes, hellos: list[dict],
+                    then_refuse: bool) -> threading.Thread:
+    """Welcomes the follower, sends ``burst`` in one write and keeps the link open until the
+    follower closes it; if ``then_refuse``, refuses the follower's next HELLO."""
+
+    def run() -> None:
+        for answer in ("stream", "refuse") if then_refuse else ("stream",):
+            conn, _ = listener.accept()
+            with conn:
+                _, hello, _ = wire.recv(conn)
+                hellos.append(hello)
+                if answer == "refuse":
+                    wire.send(conn, wire.Msg.REFUSE, {"reason": "the test is over"})
+                    return
+                wire.send(conn, wire.Msg.WELCOME, {"epoch": 7, "leader": "n1", "mode": "stream",
+                                                   "lsn": 3, "history": [[7, 1]],
+                                                   "truncate_to": 0})
+                conn.sendall(burst)
+                conn.recv(1)  # until the follower closes its side
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_rounds_applied_when_the_stream_breaks_are_kept_and_reported(tmp_path: Path) -> None:
+    """A follower's stream breaks after it applied rounds it had not acknowledged yet (they
+    came in one burst, so no ACK point fell between them). Those rounds are made durable
+    and counted: the LSN and epoch history it saves, and its next HELLO, say it holds
+    them, so a leader that never had them answers with a snapshot. Before, the event
+    rounds waited in their applier and were appended in the next session ahead of what
+    the next leader sent, and the KV round stayed in the store with the LSN saying it was
+    not there (the HELLO said LSN 0 with history [[7, 1]])."""
+    source, follower = Stores(tmp_path / "a"), Stores(tmp_path / "b")
+    # ... the burst, then a message a follower does not take while tailing: an older
+    # epoch's ping. The stream breaks there.
+    burst = three_rounds(source) + wire.encode(wire.Msg.PING, {"epoch": 3, "lsn": 3})
+    listener = socket.create_server(("127.0.0.1", 0))
+    hellos: list[dict] = []
+    leader = scripted_leader(listener, burst, hellos, then_refuse=True)
+    state_dir = tmp_path / "b" / "cluster"
+    client = follow(follower, listener.getsockname()[1], NodeState(), state_dir)
+    try:
+        leader.join(WAIT_S)
+        assert not leader.is_alive(), "the follower never came back after the break"
+    finally:
+        client.stop()
+        listener.close()
+    try:
+        assert [(h["lsn"], h["history"]) for h in hellos] == [(0, []), (3, [[7, 1]])]
+        saved = load(state_dir)
+        assert (saved.lsn, saved.history) == (3, [[7, 1]])
+        assert follower.kv.get(b"k") == b"v"
+        assert [e.event.data for e in follower.events.read()] == [b"one", b"two"]
+    finally:
+        follower.close()
+        source.close()
+
+
+def test_a_follower_stopped_with_rounds_unacknowledged_keeps_and_counts_them(
+        tmp_path: Path) -> None:
+    """A follower is stopped (it is being promoted) while a message is half received, so
+    the rounds before it are applied and not yet acknowledged. The promotion numbers its
+    rounds from the LSN the stop leaves (``Node._promote``): that LSN counts those rounds,
+    and they are durable, event rounds included. Before, the event rounds were dropped
+    and the LSN stopped short of rounds the KV store held, so the new leader's rounds
+    reused their numbers."""
+    source, follower = Stores(tmp_path / "a"), Stores(tmp_path / "b")
+    burst = three_rounds(source)
+    burst += wire.encode(wire.Msg.PING, {"epoch": 7, "lsn": 3})[:-2]  # the rest never comes
+    listener = socket.create_server(("127.0.0.1", 0))
+    hellos: list[dict] = []
+    leader = scripted_leader(listener, burst, hellos, then_refuse=False)
+    state = NodeState()
+    state_dir = tmp_path / "b" / "cluster"
+    client = follow(follower, listener.getsockname()[1], state, state_dir)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        stopped = threading.Event()  # (never set: its wait is a bounded poll interval)
+        while client._applied_lsn < 3:
+            assert time.monotonic() < deadline, "the follower never applied the burst"
+            stopped.wait(0.01)
+        client.stop()
+        leader.join(WAIT_S)
+        assert (state.lsn, state.history) == (3, [[7, 1]])
+        assert load(state_dir).lsn == 3
+        assert follower.kv.get(b"k") == b"v"
+        assert [e.event.data for e in follower.events.read()] == [b"one", b"two"]
+    finally:
+        client.stop()
+        listener.close()
+        follower.close()
+        source.close()

@@ -179,6 +179,7 @@ class ReplicationClient:
         self._stop = threading.Event()
         self._sock: socket.socket | None = None
         self._saved = 0
+        self._applied_lsn = state.lsn  # the last round applied, acknowledged or not
         self._applied = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="tuffdb-repl-follow",
                                         daemon=True)
@@ -266,9 +267,50 @@ class ReplicationClient:
                 sock.close()
 
     def _tail(self, sock: socket.socket) -> None:
-        state = self.state
         touched: set[str] = set()
-        applied = state.lsn
+        try:
+            self._tail_rounds(sock, touched)
+        except CorruptionError:
+            raise  # this node's logs cannot go on: it asks for a snapshot (_run)
+        except BaseException:
+            self._keep_applied(touched, self._applied_lsn)
+            raise
+        self._keep_applied(touched, self._applied_lsn)
+
+    def _keep_applied(self, touched: set[str], applied: int) -> None:
+        """Rounds applied since the last ACK when the stream ends (the leader gone, a bad
+        message, a stop) are made durable and counted in the LSN and the epoch history.
+
+        The KV rounds are in the stores already and the event rounds wait in their
+        applier. Left unreported, the next session would stream over them: its leader,
+        perhaps a new one that never had them, starts after the last ACK. The event
+        rounds were then appended in that session ahead of its own (a CI run: "events frame
+        starts at position 38, expected 37"), and KV writes of a deposed leader stayed in
+        the store. Counted, the next HELLO says this node holds them; a leader whose
+        history lacks them answers with a snapshot."""
+        if applied <= self.state.lsn:
+            return
+        try:
+            self._hold(touched, applied)
+        except Exception as exc:  # noqa: BLE001 - the stores may hold part of a round
+            self.diverged = f"rounds applied before the stream ended could not be kept: {exc}"
+            log.error("rounds applied before the stream ended could not be made durable: "
+                      "this node asks for a snapshot", address=self.address, error=repr(exc))
+
+    def _hold(self, touched: set[str], applied: int) -> None:
+        """Make the rounds applied so far durable (one flush per store) and count them."""
+        for store in touched:
+            self.appliers[store].flush()
+        touched.clear()
+        with self._applied:
+            self.state.lsn = applied
+            self._applied.notify_all()
+
+    def _tail_rounds(self, sock: socket.socket, touched: set[str]) -> None:
+        """Apply and acknowledge rounds until the stream ends (``_applied_lsn``: the last
+        one applied, acknowledged or not)."""
+        state = self.state
+        applied = self._applied_lsn = state.lsn
         since_ack = 0
         last_save = time.monotonic()
         while not self._stop.is_set():
@@ -286,7 +328,7 @@ class ReplicationClient:
                 touched.add(rnd.store)
                 if not state.history or state.history[-1][0] != rnd.epoch:
                     state.begin_epoch(rnd.epoch, lsn)
-                applied = lsn
+                applied = self._applied_lsn = lsn
                 self.applied_time_ns = rnd.time_ns
                 self.leader_lsn = max(self.leader_lsn, lsn)
                 self._keep(rnd)
@@ -300,12 +342,7 @@ class ReplicationClient:
             else:
                 raise ProtocolError(f"unexpected {kind.name} while tailing")
             if since_ack >= ACK_EVERY_ROUNDS or not _pending(sock):
-                for store in touched:
-                    self.appliers[store].flush()
-                touched.clear()
-                with self._applied:
-                    state.lsn = applied
-                    self._applied.notify_all()
+                self._hold(touched, applied)
                 wire.send(sock, Msg.ACK, {"lsn": applied})
                 since_ack = 0
                 now = time.monotonic()
