@@ -284,10 +284,10 @@ class ReplicationClient:
         The KV rounds are in the stores already and the event rounds wait in their
         applier. Left unreported, the next session would stream over them: its leader,
         perhaps a new one that never had them, starts after the last ACK. The event
-        rounds were then appended in that session ahead of its own (a CI run: "events frame
-        starts at position 38, expected 37"), and KV writes of a deposed leader stayed in
-        the store. Counted, the next HELLO says this node holds them; a leader whose
-        history lacks them answers with a snapshot."""
+        rounds were then appended in that session ahead of its own, KV writes of a deposed
+        leader stayed in the store, and a promotion numbered its rounds from before them
+        (docs/design/replication.md, Known gaps). Counted, the next HELLO says this node
+        holds them; a leader whose history lacks them answers with a snapshot."""
         if applied <= self.state.lsn:
             return
         try:
