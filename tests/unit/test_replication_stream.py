@@ -60,9 +60,10 @@ def lead(stores: Stores, required: int, timeout_s: float = 2.0,
 
 
 def follow(stores: Stores, port: int, state: NodeState, state_dir: Path,
-           on_snapshot_needed: Callable[[], None] = lambda: None) -> ReplicationClient:
+           on_snapshot_needed: Callable[[], None] = lambda: None,
+           appliers: dict[str, object] | None = None) -> ReplicationClient:
     client = ReplicationClient(address=f"127.0.0.1:{port}", cluster="c", node="n2", state=state,
-                               state_dir=state_dir, appliers=stores.appliers(),  # type: ignore[arg-type]
+                               state_dir=state_dir, appliers=appliers or stores.appliers(),  # type: ignore[arg-type]
                                newest_epoch=lambda: 7, on_snapshot_needed=on_snapshot_needed)
     client.start()
     return client
@@ -251,6 +252,21 @@ def test_a_round_handed_to_a_closed_sequencer_is_refused_and_later_rounds_go_on(
 
 
 
+class SignallingEventsApplier(EventsApplier):
+    """Sets ``applied`` once it has taken ``rounds`` rounds."""
+
+    def __init__(self, store: EventStore, rounds: int) -> None:
+        super().__init__(store)
+        self.rounds = rounds
+        self.applied = threading.Event()
+
+    def apply(self, parts: list) -> None:
+        super().apply(parts)
+        self.rounds -= 1
+        if self.rounds == 0:
+            self.applied.set()
+
+
 def three_rounds(source: Stores) -> bytes:
     """A KV round and two event rounds of ``source``'s, as one burst of ROUND messages."""
     rounds: list[tuple[str, list]] = []
@@ -343,13 +359,13 @@ def test_a_follower_stopped_with_rounds_unacknowledged_keeps_and_counts_them(
     leader = scripted_leader(listener, burst, hellos, then_refuse=False)
     state = NodeState()
     state_dir = tmp_path / "b" / "cluster"
-    client = follow(follower, listener.getsockname()[1], state, state_dir)
+    events = SignallingEventsApplier(follower.events, rounds=2)
+    client = follow(follower, listener.getsockname()[1], state, state_dir,
+                    appliers={**follower.appliers(), "events": events})
     try:
-        deadline = time.monotonic() + WAIT_S
-        stopped = threading.Event()  # (never set: its wait is a bounded poll interval)
-        while client._applied_lsn < 3:
-            assert time.monotonic() < deadline, "the follower never applied the burst"
-            stopped.wait(0.01)
+        # The last event round is applied (held for the flush); the stream thread then
+        # waits for the rest of the half-sent message, or has seen the stop.
+        assert events.applied.wait(WAIT_S), "the follower never applied the burst"
         client.stop()
         leader.join(WAIT_S)
         assert (state.lsn, state.history) == (3, [[7, 1]])
