@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from tuffdb import KVStore
 from tuffdb.testing.cluster import ServerCluster, ServerNode, until
 
 from tuffdb.testing.etcd import EtcdCluster
@@ -118,3 +119,59 @@ def test_a_leader_paused_past_its_lease_acknowledges_nothing_more_and_rejoins(
     assert errors, "the writer saw its in-flight writes refused once the leader lost its lease"
     events = {line.get("event") for line in old.drain()}
     assert "role: follower (stepped down)" in events
+
+
+def test_a_leader_killed_holding_a_round_no_follower_got_gives_it_up_when_it_rejoins(
+        make_cluster: object) -> None:
+    """The leader makes a write durable and is killed before any follower applies it
+    (both followers stopped, then killed, so the round they had been sent is lost with
+    their socket buffers). The write was never acknowledged. A follower becomes leader
+    without it; the old leader, restarted, must give it up (its stores hold it past the
+    position it last saved), not keep a write no other node has."""
+    cluster = make_cluster("phantom")  # type: ignore[operator]
+    old = cluster.leader()
+    cluster.in_sync(old, 2)
+    r = redis.Redis(*old.resp)
+    for i in range(20):
+        assert r.set(f"acked:{i}", i)
+    followers = cluster.followers(old)
+    for f in followers:
+        f.signal(signal.SIGSTOP)
+    before = old.health()["cluster"]["lsn"]
+    refused: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            redis.Redis(*old.resp, socket_timeout=60).set("phantom", "never acknowledged")
+        except redis.exceptions.RedisError as exc:
+            refused.append(exc)
+
+    w = threading.Thread(target=write)
+    w.start()
+    until("its round to be durable there (numbered: the tap runs after the fsync)",
+          lambda: old.health()["cluster"]["lsn"] > before)
+    old.kill()
+    for f in followers:
+        f.kill()  # the round waiting in their sockets goes with them
+    w.join(timeout=60)
+    assert refused, "the write was not acknowledged"
+    kv = KVStore.open(old.dir / "kv")  # what the old leader holds when it starts again
+    try:
+        held = kv.get(b"phantom")  # the RESP face's string encoding: a type byte first
+        assert held is not None and held.endswith(b"never acknowledged")
+    finally:
+        kv.close()
+    for f in followers:
+        f.start()
+    new = cluster.leader(exclude=old)
+    cluster.in_sync(new, 1)
+    old.start()
+    cluster.in_sync(new, 2)
+    final = _all_keys(new)
+    assert b"phantom" not in final
+    assert all(final.get(f"acked:{i}".encode()) == str(i).encode() for i in range(20))
+    for node in cluster.nodes:  # the old leader kept the write before (docs: Known gaps)
+        until(f"{node.node_id} to hold the leader's data",
+              lambda node=node: _all_keys(node) == final)
+    events = [line.get("event") for line in old.drain()]
+    assert "snapshot installed" in events

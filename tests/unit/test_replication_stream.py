@@ -377,3 +377,54 @@ def test_a_follower_stopped_with_rounds_unacknowledged_keeps_and_counts_them(
         listener.close()
         follower.close()
         source.close()
+
+
+def test_a_follower_saves_whose_rounds_it_may_hold_before_it_holds_any(tmp_path: Path) -> None:
+    """The LSN is saved every half second, after the stores. So before a session applies a
+    round, the state file says whose rounds the stores may hold past it (the leader's
+    epoch, ``open_epoch``): a node killed now starts unsure of epoch 7, and says so."""
+    leader, follower = Stores(tmp_path / "a"), Stores(tmp_path / "b")
+    seq, server = lead(leader, required=1)
+    state_dir = tmp_path / "b" / "cluster"
+    client = follow(follower, server.port, NodeState(), state_dir)
+    try:
+        wait_in_sync(seq, "n2")
+        leader.kv.put(b"k", b"v")
+        assert follower.kv.get(b"k") == b"v"
+        on_disk = load(state_dir)  # what a restart after a SIGKILL here would read
+        assert (on_disk.open_epoch, on_disk.unsure) == (7, 7)
+    finally:
+        shut_down(client, server, seq, follower, leader)
+
+
+def test_a_state_file_without_open_epoch_loads_sure(tmp_path: Path) -> None:
+    (tmp_path / "state.json").write_text('{"lsn": 4, "epoch": 2, "history": [[2, 1]]}')
+    state = load(tmp_path)
+    assert (state.lsn, state.open_epoch, state.unsure) == (4, 0, 0)
+
+
+def _welcome_mode(port: int, **hello: object) -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT_S) as sock:
+        wire.send(sock, wire.Msg.HELLO, {"cluster": "c", "node": "n9", "lsn": 0, "epoch": 7,
+                                         "history": [], **hello})
+        kind, header, _ = wire.recv(sock)
+        assert kind == wire.Msg.WELCOME, header
+        return str(header["mode"])
+
+
+def test_a_restarted_node_unsure_of_another_epoch_takes_a_snapshot(tmp_path: Path) -> None:
+    """A node that restarts with ``open_epoch`` set may hold rounds past its saved LSN.
+    Rounds of this leader's epoch replay onto them unchanged, so it streams; rounds of
+    another epoch's leader may be missing here (that leader died before any follower had
+    them), so it takes a snapshot, and keeps none of them."""
+    leader = Stores(tmp_path / "a")
+    seq, server = lead(leader, required=0, snapshot=lambda: (seq.last_lsn, [], lambda: None))
+    try:
+        leader.kv.put(b"k", b"v")
+        assert _welcome_mode(server.port) == "stream"
+        assert _welcome_mode(server.port, unsure=7) == "stream"
+        assert _welcome_mode(server.port, unsure=5) == "snapshot"
+    finally:
+        server.close()
+        seq.close()
+        leader.close()

@@ -52,7 +52,7 @@ def _hello(sock: socket.socket, cluster: str, node: str, state: NodeState,
            diverged: str | None = None) -> None:
     wire.send(sock, Msg.HELLO, {"cluster": cluster, "node": node, "lsn": state.lsn,
                                 "epoch": state.epoch, "history": state.history,
-                                "diverged": diverged})
+                                "diverged": diverged, "unsure": state.unsure})
 
 
 def _welcome(sock: socket.socket, newest_epoch: int) -> dict[str, Any]:
@@ -146,6 +146,7 @@ def fetch_snapshot(address: str, *, cluster: str, node: str, state: NodeState,
     state.lsn = lsn
     state.epoch = max(state.epoch, epoch)
     state.history = [h for h in history if h[1] <= lsn] or state.history
+    state.open_epoch = state.unsure = 0  # the stores are the snapshot's: exactly ``lsn``
     node_state.save(data_dir / "cluster", state)
     log.info("snapshot installed", lsn=lsn, files=len(files), leader=welcome.get("leader"))
     return truncated
@@ -256,7 +257,9 @@ class ReplicationClient:
                 return
             self.leader_node = welcome.get("leader")
             self.leader_lsn = wire.field(welcome, "lsn", int)
-            self.state.epoch = max(self.state.epoch, wire.field(welcome, "epoch", int))
+            epoch = wire.field(welcome, "epoch", int)
+            self.state.epoch = max(self.state.epoch, epoch)
+            self._open(epoch)
             self.connected = True
             log.info("following", leader=self.leader_node, address=self.address,
                      from_lsn=self.state.lsn, leader_lsn=self.leader_lsn)
@@ -265,6 +268,19 @@ class ReplicationClient:
             self._sock = None
             with contextlib.suppress(OSError):
                 sock.close()
+
+    def _open(self, epoch: int) -> None:
+        """Before applying a round of this session: save that the stores may hold rounds
+        of epoch ``epoch``'s leader past the saved LSN (``NodeState.open_epoch``). The
+        LSN saved with it is exact here (every round applied before is counted), and a
+        leader streams only to a node unsure of no other epoch, so the node is sure again.
+        """
+        state = self.state
+        state.unsure = 0
+        if state.open_epoch != epoch:
+            state.open_epoch = epoch
+            node_state.save(self.state_dir, state)
+            self._saved = state.lsn
 
     def _tail(self, sock: socket.socket) -> None:
         touched: set[str] = set()

@@ -164,6 +164,13 @@ class ReplicationServer:
             log.warning("follower's logs do not continue this leader's: it takes a snapshot",
                         follower=node, its_lsn=lsn, reason=str(hello["diverged"]))
             mode = "snapshot"
+        elif hello.get("unsure") and hello["unsure"] != seq.epoch:
+            # restarted after a crash: its stores may hold rounds of that epoch's leader
+            # past its saved LSN, which this leader's history may lack (state.py)
+            log.warning("follower may hold rounds of another leader past its saved position "
+                        "(it restarted without saving it): it takes a snapshot",
+                        follower=node, its_lsn=lsn, its_open_epoch=hello["unsure"])
+            mode = "snapshot"
         elif lsn >= seq.last_lsn or seq.rounds_after(lsn, 0) is not None:
             mode = "stream"
         else:

@@ -191,6 +191,8 @@ class Node:
                 self._demote("shutting down")
             if self.client is not None:
                 self.client.stop()
+                if self.client.diverged is None and not self.state.unsure:
+                    self.state.open_epoch = 0  # every round applied is counted in the LSN
                 self.client = None
             node_state.save(self.dir, self.state)
         if self._lease_id:
@@ -535,6 +537,16 @@ class Node:
             self.client.stop()
             self.client = None
         self.state.begin_epoch(epoch, self.state.lsn + 1)
+        if self.state.unsure:
+            # Restarted after a crash and not synced with a leader since: the stores may
+            # hold rounds past the saved LSN, uncounted. One round of this epoch stands
+            # for them, a round no ring holds, so every follower up to here takes this
+            # node's snapshot rather than streaming on without what they wrote.
+            self.state.lsn += 1
+            log.warning("elected while unsure of what the stores hold past the saved "
+                        "position: every follower takes this node's snapshot",
+                        lsn=self.state.lsn, open_epoch=self.state.unsure)
+        self.state.open_epoch, self.state.unsure = epoch, 0
         node_state.save(self.dir, self.state)
         self.lease.renewed(self._renewed_at)  # the txn does not renew the lease
         seq = Sequencer(epoch=epoch, last_lsn=self.state.lsn, lease=self.lease,

@@ -9,7 +9,14 @@ rejoins keeps what it shares with the leader and gives up the rest.
 
 Written whole to a temporary file, fsynced and renamed (and the directory fsynced), so a
 crash leaves the old or the new state, never a mix. ``lsn`` may lag what the stores hold
-(it is written after them): replaying rounds a store already holds leaves it unchanged.
+(it is written after them, every half second or so, not with every round). So the file
+also says whose rounds those may be: ``open_epoch`` is the epoch of the leader whose
+history the stores may hold past ``lsn`` (this node's own epoch while it leads, its
+leader's while it follows), 0 when ``lsn`` is all they hold (a follower stopped cleanly,
+a snapshot installed). A node that starts with ``open_epoch`` set is *unsure*: replaying
+that leader's rounds over what it holds changes nothing, but any other leader's history
+may lack them, so it takes a snapshot from any other leader (docs/design/replication.md,
+"A node restarted after a crash").
 """
 
 from __future__ import annotations
@@ -29,6 +36,12 @@ class NodeState:
     lsn: int = 0
     epoch: int = 0
     history: list[list[int]] = field(default_factory=list)
+    # the leader epoch whose rounds the stores may hold past ``lsn`` (saved; 0: none)
+    open_epoch: int = 0
+    # ``open_epoch`` as loaded at start: rounds past ``lsn`` may be held and were never
+    # counted (the last run did not save its position). Not saved; 0 once a leader of
+    # that epoch streams to this node, or a snapshot replaces its stores.
+    unsure: int = 0
 
     def begin_epoch(self, epoch: int, first_lsn: int) -> None:
         """This node leads (or follows a leader of) ``epoch`` from round ``first_lsn``."""
@@ -71,13 +84,16 @@ def load(directory: Path) -> NodeState:
     try:
         doc = json.loads(raw)
         state = NodeState(int(doc["lsn"]), int(doc["epoch"]),
-                          [[int(e), int(f)] for e, f in doc["history"]])
+                          [[int(e), int(f)] for e, f in doc["history"]],
+                          int(doc.get("open_epoch", 0)))
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptionError(f"cluster state is unreadable: {exc}", path=str(path)) from None
+    state.unsure = state.open_epoch
     return state
 
 
 def save(directory: Path, state: NodeState) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    data = json.dumps({"lsn": state.lsn, "epoch": state.epoch, "history": state.history})
+    data = json.dumps({"lsn": state.lsn, "epoch": state.epoch, "history": state.history,
+                       "open_epoch": state.open_epoch})
     write_file_durably(directory / STATE_FILE, data.encode())
