@@ -175,3 +175,28 @@ def test_a_leader_killed_holding_a_round_no_follower_got_gives_it_up_when_it_rej
               lambda node=node: _all_keys(node) == final)
     events = [line.get("event") for line in old.drain()]
     assert "snapshot installed" in events
+
+
+def test_a_leader_stopped_cleanly_rejoins_from_its_position_without_a_snapshot(
+        make_cluster: object) -> None:
+    """A planned restart of the leader (SIGTERM: it hands its key over, its faces stop,
+    it saves its exact position) costs no snapshot: it streams on from where it was."""
+    cluster = make_cluster("planned")  # type: ignore[operator]
+    old = cluster.leader()
+    cluster.in_sync(old, 2)
+    r = redis.Redis(*old.resp)
+    for i in range(20):
+        assert r.set(f"before:{i}", i)
+    assert old.stop() == 0
+    new = cluster.leader(exclude=old)
+    nr = redis.Redis(*new.resp)
+    for i in range(20):
+        assert nr.set(f"after:{i}", i)
+    old.start()
+    cluster.in_sync(new, 2)
+    final = _all_keys(new)
+    assert len([k for k in final if k.startswith((b"before:", b"after:"))]) == 40
+    until("the old leader to hold the leader's data", lambda: _all_keys(old) == final)
+    events = [line.get("event") for line in old.drain()]
+    assert "snapshot installed" not in events
+    assert "following" in events

@@ -203,6 +203,18 @@ class Node:
         self.etcd.close()
         self.role = "stopped"
 
+    def settle(self) -> None:
+        """After :meth:`stop` and the faces' stop (no store takes a write any more): a node
+        that led holds exactly its LSN unless a write raced its step-down, so it saves
+        that it is sure (``open_epoch`` 0) and a planned restart streams on from its
+        position instead of taking a snapshot. With a raced write it stays unsure."""
+        with self._lock:
+            if not self.state.open_epoch or self.state.unsure or self.client is not None:
+                return
+            if not self._count_raced_writes():
+                self.state.open_epoch = 0
+            node_state.save(self.dir, self.state)
+
     # -- what the faces ask --------------------------------------------------------------
     def is_leader(self) -> bool:
         return self.role == "leader" and self.lease.valid()

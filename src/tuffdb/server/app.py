@@ -317,6 +317,8 @@ class Host:
                 code = 1
             else:
                 log.info("face stopped", face=face.name)
+        if self.node is not None and code == 0:
+            await asyncio.to_thread(self.node.settle)
         if self._admin is not None:
             await self._admin.stop()
         return code
