@@ -16,7 +16,7 @@ leader's while it follows), 0 when ``lsn`` is all they hold (a follower stopped 
 a snapshot installed). A node that starts with ``open_epoch`` set is *unsure*: replaying
 that leader's rounds over what it holds changes nothing, but any other leader's history
 may lack them, so it takes a snapshot from any other leader (docs/design/replication.md,
-"A node restarted after a crash").
+"Positions").
 """
 
 from __future__ import annotations
