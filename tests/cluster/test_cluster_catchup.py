@@ -47,6 +47,13 @@ def _all_keys(node: ServerNode) -> dict[bytes, bytes]:
     return {k: r.get(k) for k in r.scan_iter(count=1000)}  # type: ignore[misc]
 
 
+def _set_keys(node: ServerNode, prefix: str, count: int = 20) -> None:
+    """``prefix:i`` = i for i < count, each acknowledged by ``node``."""
+    r = redis.Redis(*node.resp)
+    for i in range(count):
+        assert r.set(f"{prefix}:{i}", i)
+
+
 def _caught_up(node: ServerNode, leader: ServerNode) -> bool:
     mine, theirs = node.health().get("cluster", {}), leader.health().get("cluster", {})
     return mine.get("link") == "up" and mine.get("lsn") == theirs.get("lsn")
@@ -131,9 +138,7 @@ def test_a_leader_killed_holding_a_round_no_follower_got_gives_it_up_when_it_rej
     cluster = make_cluster("phantom")  # type: ignore[operator]
     old = cluster.leader()
     cluster.in_sync(old, 2)
-    r = redis.Redis(*old.resp)
-    for i in range(20):
-        assert r.set(f"acked:{i}", i)
+    _set_keys(old, "acked")
     followers = cluster.followers(old)
     for f in followers:
         f.signal(signal.SIGSTOP)
@@ -188,14 +193,10 @@ def test_a_leader_stopped_cleanly_rejoins_from_its_position_without_a_snapshot(
     cluster = make_cluster("planned")  # type: ignore[operator]
     old = cluster.leader()
     cluster.in_sync(old, 2)
-    r = redis.Redis(*old.resp)
-    for i in range(20):
-        assert r.set(f"before:{i}", i)
+    _set_keys(old, "before")
     assert old.stop() == 0
     new = cluster.leader(exclude=old)
-    nr = redis.Redis(*new.resp)
-    for i in range(20):
-        assert nr.set(f"after:{i}", i)
+    _set_keys(new, "after")
     old.start()
     cluster.in_sync(new, 2)
     final = _all_keys(new)
