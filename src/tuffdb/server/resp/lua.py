@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import lupa.lua51 as lua51
 
-from tuffdb.server.resp import reply
+from tuffdb.server.resp import lualibs, reply
 from tuffdb.server.resp.commands.collection import format_double
+from tuffdb.server.resp.lualibs import LibError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -43,7 +44,7 @@ KILLED = "ERR Script killed by user with SCRIPT KILL..."
 
 # The sandbox, built once per runtime. The Python callables come in as arguments.
 BOOTSTRAP = r"""
-local py_call, py_pcall, py_errtext, py_sha1hex, py_log, py_setresp, py_interrupt, py_acl, version, version_num = ...
+local py_call, py_pcall, py_errtext, py_sha1hex, py_log, py_setresp, py_interrupt, py_acl, version, version_num, libs = ...
 local dbg = debug
 local G = _G
 local rawset, rawget, setmetatable, error, type, tostring = rawset, rawget, setmetatable, error, type, tostring
@@ -114,6 +115,9 @@ rawset(G, "redis", readonly(redis))
 for _, lib in ipairs({"string", "table", "math", "coroutine"}) do
   rawset(G, lib, readonly(rawget(G, lib)))
 end
+for name, lib in pairs(libs) do  -- cjson, cmsgpack, struct, bit (lualibs/)
+  rawset(G, name, readonly(lib))
+end
 
 local env = setmetatable({}, {
   __index = function(_, name)
@@ -139,7 +143,13 @@ local function handler(err)
     end
   end
   if type(err) == "userdata" then
-    err = {err = py_errtext(err)}
+    local text, located = py_errtext(err)
+    if located and line then  -- a library's error: luaL_error puts the script's line first
+      text = "ERR user_script:" .. line .. ": " .. text
+    elseif located then
+      text = "ERR " .. text
+    end
+    err = {err = text}
   elseif type(err) ~= "table" then
     err = {err = "ERR " .. tostring(err)}
   end
@@ -276,7 +286,9 @@ class LuaEngine:
                                 _errtext,
                                 lambda s: sha1hex(s).encode(),
                                 self._log, self._setresp, interrupt, acl_check,
-                                version.encode(), (major << 16) | (minor << 8) | patch)
+                                version.encode(), (major << 16) | (minor << 8) | patch,
+                                self.lua.table_from(lualibs.install(
+                                    self.lua, self.lua.globals().tonumber)))
         self._compile, self._run = boot
         self.LuaError = lua51.LuaError
 
@@ -371,9 +383,9 @@ class LuaEngine:
             return enc.null
         if t is int:
             return reply.integer(value)
-        if t is float:
+        if t is float:  # truncated; NaN and out of range as C's cast gives them on x86
             return reply.integer(int(value)) if value == value and abs(value) < 2**63 \
-                else reply.integer(0)
+                else reply.integer(-(2**63))
         if lua51.lua_type(value) != "table":
             return enc.null
         err = value[b"err"]
@@ -409,12 +421,15 @@ class LuaEngine:
         return reply.array(items)
 
 
-def _errtext(exc: Any) -> bytes:
-    """The error line of a Python exception raised through Lua (redis.call's errors)."""
+def _errtext(exc: Any) -> tuple[bytes, bool]:
+    """The error line of a Python exception raised through Lua (redis.call's errors), and
+    whether the script's line goes in front of it (a library's error, lualibs/)."""
     if isinstance(exc, CallError):
-        return str(exc).encode()
+        return str(exc).encode(), False
+    if isinstance(exc, LibError):
+        return str(exc).encode(), True
     log.error("internal error in a script callback: %r", exc)
-    return f"ERR internal error: {type(exc).__name__}: {exc}".encode()
+    return f"ERR internal error: {type(exc).__name__}: {exc}".encode(), False
 
 
 def _text(x: Any) -> str:
