@@ -406,3 +406,142 @@ def test_redis_py_register_script_takes_the_noscript_path(servers: tuple[int, in
         incr(keys=["c"], args=[1], client=pipe)
         assert pipe.execute() == [6, 7]
     assert r.get("c") == b"7"
+
+
+# -- functions (FUNCTION LOAD, FCALL) ------------------------------------------------------
+FUNCTION_LIBRARY = """#!lua name=mylib
+redis.register_function('myfunc', function(keys, args) return {keys[1], args[1]} end)
+redis.register_function{function_name='ro', callback=function(keys, args) return redis.call('GET', keys[1]) end, flags={'no-writes'}, description='reads'}
+redis.register_function('boom', function(keys, args) return redis.call('nosuch') end)
+redis.register_function('err', function(keys, args)
+  error('bad')
+end)
+redis.register_function('js', function(keys, args) return cjson.encode(function() end) end)
+redis.register_function('kf', function(keys, args) return KEYS end)
+redis.register_function('w', function(keys, args) return redis.call('SET', keys[1], args[1]) end)
+"""
+FUNCTION_CASES: list[tuple[str, ...]] = [
+ ("FUNCTION", "FLUSH"),
+ ('FUNCTION', 'LOAD', FUNCTION_LIBRARY),
+ ('FUNCTION', 'LOAD', FUNCTION_LIBRARY),
+ ('FCALL', 'myfunc', '1', 'k', 'a'),
+ ('FCALL', 'w', '1', 'k', 'v'),
+ ('FCALL_RO', 'ro', '1', 'k'),
+ ('FCALL_RO', 'w', '1', 'k', 'x'),
+ ('FCALL', 'boom', '0'),
+ ('FCALL', 'err', '0'),
+ ('FCALL', 'js', '0'),
+ ('FCALL', 'kf', '0'),
+ ('FCALL', 'nosuch', '0'),
+ ('FCALL', 'myfunc', '-1'),
+ ('FCALL', 'myfunc', '3', 'a'),
+ ('FUNCTION', 'STATS'),
+ ('FUNCTION', 'KILL'),
+ ('FUNCTION', 'LIST', 'LIBRARYNAME', 'nomatch*'),
+ ('FUNCTION', 'LOAD', 'return 1'),
+ ('FUNCTION', 'LOAD', '#!js name=a\nreturn 1'),
+ ('FUNCTION', 'LOAD', '#!lua name=a foo=bar\nreturn 1'),
+ ('FUNCTION', 'LOAD', '#!lua\nreturn 1'),
+ ('FUNCTION', 'LOAD', '#!lua name=a-b\nreturn 1'),
+ ('FUNCTION', 'LOAD', "#!lua name=z\nredis.register_function('myfunc', function() return 1 end)"),
+ ('FUNCTION', 'LOAD', "#!lua name=z\nredis.register_function('bad-name', function() return 1 end)"),
+ ('FUNCTION', 'LOAD', "#!lua name=z\nredis.register_function('f', 1)"),
+ ('FUNCTION', 'LOAD', "#!lua name=z\nredis.register_function{function_name='f', callback=function() return 1 end, flags={'bogus'}}"),
+ ('FUNCTION', 'LOAD', "#!lua name=z\nredis.register_function{function_name='f'}"),
+ ('FUNCTION', 'LOAD', "#!lua name=z\nredis.register_function('f')"),
+ ('FUNCTION', 'LOAD', "#!lua name=z\nredis.register_function('f', function() return 1 end)\nredis.register_function('f', function() return 1 end)"),
+ ('FUNCTION', 'LOAD', '#!lua name=z\nx = 1'),
+ ('FUNCTION', 'LOAD', "#!lua name=z\nreturn redis.call('ping')"),
+ ('FUNCTION', 'LOAD', "#!lua name=z\nredis.register_function('f', function() return 1 end"),
+ ('FUNCTION', 'LOAD', '#!lua name=z\nwhile true do end'),
+ ('FUNCTION', 'LOAD', '#!lua name=z\nreturn 1'),
+ ('FUNCTION', 'LOAD', "#!lua name=z\nredis.register_function{function_name='f2', callback=function() return 2 end, description='two', flags={'allow-oom', 'no-writes'}}"),
+ ('FCALL', 'f2', '0'),
+ ('FUNCTION', 'LOAD', 'REPLACE', "#!lua name=z\nredis.register_function('f3', function() return 3 end)"),
+ ('FCALL', 'f2', '0'),
+ ('FCALL', 'f3', '0'),
+ ('FUNCTION', 'LOAD', 'REPLACE', "#!lua name=z\nredis.register_function('myfunc', function() return 3 end)"),
+ ('FUNCTION', 'LIST', 'LIBRARYNAME', 'z', 'WITHCODE'),
+ ('FUNCTION', 'DELETE', 'z'),
+ ('FUNCTION', 'DELETE', 'z'),
+ ('FUNCTION', 'LIST', 'LIBRARYNAME', 'z'),
+ ('FUNCTION', 'LIST', 'BOGUS'),
+ ('FUNCTION', 'BOGUS'),
+ ('FUNCTION', 'FLUSH'),
+ ('FCALL', 'myfunc', '0'),
+ ('FUNCTION', 'LIST'),
+]
+
+
+def test_functions_reply_like_redis_byte_for_byte(servers: tuple[int, int]) -> None:
+    """Loading (every metadata, registration and runtime error), FCALL and FCALL_RO,
+    errors with the function's name and line, REPLACE, DELETE, FLUSH, LIST and STATS."""
+    compare(servers, FUNCTION_CASES, exact=True)
+    compare(servers, [("HELLO", "3"), *FUNCTION_CASES], exact=True)
+
+
+def _runaway_function(port: int) -> list[bytes]:
+    admin, runner = RawClient(port), RawClient(port)
+    try:
+        admin.call("FUNCTION", "FLUSH")
+        admin.call("FUNCTION", "LOAD", "#!lua name=spin\n"
+                   "redis.register_function('spin', function() while true do end end)")
+        admin.call("CONFIG", "SET", "busy-reply-threshold", "100")
+        runner.send("FCALL", "spin", "0")
+        deadline = time.monotonic() + WAIT_S
+        while (busy := admin.call("PING")) == b"+PONG\r\n":
+            assert time.monotonic() < deadline
+        out = [busy, admin.call("SCRIPT", "KILL"), admin.call("FUNCTION", "KILL"), runner.read(),
+               admin.call("PING")]
+        admin.call("CONFIG", "SET", "busy-reply-threshold", "5000")
+        admin.call("FUNCTION", "FLUSH")
+        return out
+    finally:
+        admin.close()
+        runner.close()
+
+
+def test_a_runaway_function_gets_busy_replies_and_function_kill_stops_it(
+        servers: tuple[int, int]) -> None:
+    ours, theirs = _runaway_function(servers[0]), _runaway_function(servers[1])
+    assert ours == theirs
+    assert ours[0].startswith(b"-BUSY Redis is busy running a script. You can only call FUNCTION")
+    assert ours[1] == ours[0]  # SCRIPT KILL does not stop a function
+    assert ours[2] == b"+OK\r\n"
+    assert ours[3].startswith(b"-ERR Script killed by user with SCRIPT KILL")
+
+
+def test_function_libraries_are_data_kept_across_flushall_and_a_restart(
+        tmp_path: Path) -> None:
+    """Libraries live in the store (docs/format/resp.md, ``ff 03 functions``): FLUSHALL
+    leaves them, a restart loads them back, DELETE and FLUSH are kept too."""
+    lib = ("#!lua name=keep\n"
+           "redis.register_function('twice', function(keys, args) return args[1] * 2 end)")
+    proc = start_tuffdb(tmp_path / "t", appendfsync="always")
+    try:
+        r = redis.Redis(port=proc.port)
+        assert r.function_load(lib) == b"keep"
+        r.function_load("#!lua name=gone\nredis.register_function('g', function() return 1 end)")
+        r.flushall()
+        assert r.fcall("twice", 0, 21) == 42
+        r.function_delete("gone")
+    finally:
+        assert proc.stop() == 0
+    proc = start_tuffdb(tmp_path / "t", appendfsync="always")
+    try:
+        r = redis.Redis(port=proc.port)
+        assert r.fcall("twice", 0, 4) == 8
+        listed = r.function_list(withcode=True)
+        assert [(x[b"library_name"], x[b"library_code"])
+                for x in ({k: v for k, v in zip(e[::2], e[1::2], strict=True)} for e in listed)] \
+            == [(b"keep", lib.encode())]
+        with pytest.raises(redis.ResponseError, match="Function not found"):
+            r.fcall("g", 0)
+        r.function_flush()
+    finally:
+        assert proc.stop() == 0
+    proc = start_tuffdb(tmp_path / "t", appendfsync="always")
+    try:
+        assert redis.Redis(port=proc.port).function_list() == []
+    finally:
+        assert proc.stop() == 0

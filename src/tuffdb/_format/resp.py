@@ -16,7 +16,7 @@ Key spaces (the first two bytes of an engine key)::
                           member, stream entry id
     ff 01 id u64 sub      secondary records: zset score index, stream groups/consumers/PEL
     ff 02 id u64          owner record: the user key that holds collection ``id``
-    ff 03 name            server records (layout version, id floor)
+    ff 03 name            server records (layout version, id floor, function libraries)
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ INTERNAL_END = ESCAPE_PREFIX  # internal keys sort in [b"\xff", b"\xff\xff")
 
 LAYOUT_KEY = SYSTEM_PREFIX + b"layout"
 ID_FLOOR_KEY = SYSTEM_PREFIX + b"id-floor"
+FUNCTIONS_KEY = SYSTEM_PREFIX + b"functions"  # FUNCTION LOAD's libraries: msgpack name -> code
 LAYOUT_VERSION = 1
 ID_BLOCK = 1 << 20  # ids reserved per write of the floor
 

@@ -57,6 +57,8 @@ ALLOWED_IN_MULTI = frozenset((b"exec", b"discard", b"multi", b"watch", b"reset",
 NOAUTH = reply.error("NOAUTH Authentication required.")
 BUSY = reply.error("BUSY Redis is busy running a script. You can only call SCRIPT KILL or "
                    "SHUTDOWN NOSAVE.")
+BUSY_FUNCTION = reply.error("BUSY Redis is busy running a script. You can only call FUNCTION "
+                            "KILL or SHUTDOWN NOSAVE.")
 ALLOWED_BUSY = frozenset((b"multi", b"exec", b"discard", b"quit"))
 
 
@@ -180,13 +182,16 @@ class Conn(asyncio.Protocol):
 
     def _busy_batch(self) -> None:
         out = []
+        # SCRIPT KILL stops an EVAL, FUNCTION KILL an FCALL (each refused for the other)
+        killer, busy = (b"function", BUSY_FUNCTION) \
+            if self.srv.scripts.running_function() is not None else (b"script", BUSY)
         for args in self.queue:
             name = args[0].lower()
-            if name in ALLOWED_BUSY or (name == b"script" and len(args) == 2
+            if name in ALLOWED_BUSY or (name == killer and len(args) == 2  # noqa: PLR2004
                                         and args[1].lower() == b"kill"):
                 out.append(self.execute(args))
             else:
-                out.append(BUSY)
+                out.append(busy)
         self.queue = []
         self._write(b"".join(out))
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import lupa.lua51 as lua51
@@ -44,7 +45,7 @@ KILLED = "ERR Script killed by user with SCRIPT KILL..."
 
 # The sandbox, built once per runtime. The Python callables come in as arguments.
 BOOTSTRAP = r"""
-local py_call, py_pcall, py_errtext, py_sha1hex, py_log, py_setresp, py_interrupt, py_acl, version, version_num, libs = ...
+local py_call, py_pcall, py_errtext, py_sha1hex, py_log, py_setresp, py_interrupt, py_acl, version, version_num, libs, py_load_expired = ...
 local dbg = debug
 local G = _G
 local rawset, rawget, setmetatable, error, type, tostring = rawset, rawget, setmetatable, error, type, tostring
@@ -137,7 +138,7 @@ local function handler(err)
   for level = 2, 20 do
     local info = getinfo(level, "Sl")
     if not info then break end
-    if info.source == "@user_script" then
+    if info.source == "@user_script" or info.source == "@user_function" then
       source, line = info.source, info.currentline
       break
     end
@@ -145,7 +146,7 @@ local function handler(err)
   if type(err) == "userdata" then
     local text, located = py_errtext(err)
     if located and line then  -- a library's error: luaL_error puts the script's line first
-      text = "ERR user_script:" .. line .. ": " .. text
+      text = "ERR " .. source:sub(2) .. ":" .. line .. ": " .. text
     elseif located then
       text = "ERR " .. text
     end
@@ -158,7 +159,8 @@ end
 
 local function hook()
   local info = getinfo(2, "S")
-  if info and info.source == "@user_script" and py_interrupt() then
+  local src = info and info.source
+  if (src == "@user_script" or src == "@user_function") and py_interrupt() then
     sethook(hook, "l")  -- keep failing on every line, even inside a pcall
     error("Script killed by user with SCRIPT KILL...", 0)
   end
@@ -180,7 +182,124 @@ local run = function(fn, keys, argv)
   return ok, result
 end
 
-return compile, run
+-- Redis 7.0 functions (FUNCTION LOAD, FCALL; functions.py keeps the libraries). A
+-- library's code runs once in an environment of its own, whose `redis` offers only
+-- register_function and the logging/version fields while it loads, and the whole
+-- `redis` table afterwards (the callbacks keep that environment). KEYS and ARGV are not
+-- globals there: a function gets them as its arguments.
+local FLAGS = {["no-writes"] = true, ["allow-oom"] = true, ["allow-stale"] = true,
+               ["no-cluster"] = true, ["allow-cross-slot-keys"] = true}
+local function refuse(msg) error({err = "ERR " .. msg}, 0) end
+
+local function registrar(registered)
+  return function(...)
+    local n = select("#", ...)
+    local name, callback, flags, description
+    if n == 1 then
+      local args = ...
+      if type(args) ~= "table" then
+        refuse("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).")
+      end
+      for k, v in pairs(args) do
+        if k == "function_name" then
+          if type(v) ~= "string" then refuse("function_name argument given to redis.register_function must be a string") end
+          name = v
+        elseif k == "description" then
+          if type(v) ~= "string" then refuse("description argument given to redis.register_function must be a string") end
+          description = v
+        elseif k == "callback" then
+          if type(v) ~= "function" then refuse("callback argument given to redis.register_function must be a function") end
+          callback = v
+        elseif k == "flags" then
+          if type(v) ~= "table" then refuse("flags argument to redis.register_function must be a table representing function flags") end
+          flags = v
+        else
+          refuse("unknown argument given to redis.register_function")
+        end
+      end
+      if not name then refuse("redis.register_function must get a function name argument") end
+      if not callback then refuse("redis.register_function must get a callback argument") end
+    elseif n == 2 then
+      name, callback = ...
+      if type(name) ~= "string" then refuse("first argument to redis.register_function must be a string") end
+      if type(callback) ~= "function" then refuse("second argument to redis.register_function must be a function") end
+    else
+      refuse("wrong number of arguments to redis.register_function")
+    end
+    local flag_list = {}
+    for _, f in pairs(flags or {}) do
+      if type(f) ~= "string" or not FLAGS[f] then refuse("unknown flag given") end
+      flag_list[#flag_list + 1] = f
+    end
+    if not name:match("^[%w_]+$") then
+      -- (sic: Redis 7.0 gives the library's message for a bad function name)
+      refuse("Library names can only contain letters, numbers, or underscores(_) and must be at least one character long")
+    end
+    for _, r in ipairs(registered) do
+      if r[1] == name then refuse("Function already exists in the library") end
+    end
+    registered[#registered + 1] = {name, callback, flag_list, description}
+  end
+end
+
+local function nonexistent(name)
+  error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 3)
+end
+
+local function load_hook()
+  local info = getinfo(2, "S")
+  if info and info.source == "@user_function" and py_load_expired() then
+    sethook(load_hook, "l")  -- keep failing on every line of the library, even in a pcall
+    error({err = "ERR FUNCTION LOAD timeout"}, 0)
+  end
+end
+
+local load_library = function(body)
+  local fn, err = loadstring(body, "@user_function")
+  if not fn then return false, "compile", err end
+  local registered = {}
+  local loading = true
+  local api = {register_function = registrar(registered), log = redis.log,
+               setresp = redis.setresp, REDIS_VERSION = version,
+               REDIS_VERSION_NUM = version_num, LOG_DEBUG = 0, LOG_VERBOSE = 1,
+               LOG_NOTICE = 2, LOG_WARNING = 3}
+  local loading_redis = setmetatable({}, {
+    __index = function(_, name)
+      local v = api[name]
+      if v == nil then nonexistent(name) end
+      return v
+    end,
+    __newindex = function() error("Attempt to modify a readonly table", 2) end,
+    __metatable = {},
+  })
+  local full_redis = rawget(G, "redis")
+  local lib_env = setmetatable({}, {
+    __index = function(_, name)
+      if name == "redis" then return loading and loading_redis or full_redis end
+      local v = (name ~= "KEYS" and name ~= "ARGV") and rawget(G, name) or nil
+      if v == nil then nonexistent(name) end
+      return v
+    end,
+    __newindex = function() error("Attempt to modify a readonly table", 2) end,
+    __metatable = {},
+  })
+  setfenv(fn, lib_env)
+  sethook(load_hook, "", HOOK_COUNT)
+  local ok, result = xpcall(fn, handler)
+  sethook()
+  loading = false
+  if not ok then return false, "run", result end
+  return true, registered
+end
+
+local run_function = function(fn, keys, argv)
+  sethook(hook, "", HOOK_COUNT)
+  local ok, result = xpcall(function() return fn(keys, argv) end, handler)
+  sethook()
+  return ok, result
+end
+
+return compile, run, load_library, run_function
 """
 
 
@@ -288,8 +407,10 @@ class LuaEngine:
                                 self._log, self._setresp, interrupt, acl_check,
                                 version.encode(), (major << 16) | (minor << 8) | patch,
                                 self.lua.table_from(lualibs.install(
-                                    self.lua, self.lua.globals().tonumber)))
-        self._compile, self._run = boot
+                                    self.lua, self.lua.globals().tonumber)),
+                                self._load_expired)
+        self._compile, self._run, self._load_library, self._run_function = boot
+        self._load_deadline = 0.0
         self.LuaError = lua51.LuaError
 
     def _log(self, level: int, message: bytes) -> None:
@@ -313,6 +434,34 @@ class LuaEngine:
 
     def flush(self) -> None:
         self.scripts.clear()
+
+    # -- functions (FUNCTION LOAD) -------------------------------------------------------------
+    def load_library(self, body: bytes, timeout_s: float) -> list[tuple[str, Any, frozenset[str],
+                                                                       bytes | None]]:
+        """Run a library's code (its ``#!lua`` line blanked) once; its registered functions
+        as (name, Lua function, flags, description).
+
+        :raises ValueError: with Redis's text (compile error, runtime error, timeout).
+        """
+        self._load_deadline = time.monotonic() + timeout_s
+        ok, *out = self._load_library(strip_shebang(body))
+        if ok:
+            registered = out[0]
+            return [(_text(r[1]), r[2], frozenset(_text(f) for f in r[3].values()), r[4])
+                    for r in (registered[i] for i in range(1, len(registered) + 1))]
+        stage, err = out
+        if stage == b"compile":
+            raise ValueError(f"ERR Error compiling function: {_text(err)}")
+        text = _text(err[b"err"]) if lua51.lua_type(err) == "table" else _text(err)
+        raise ValueError(f"ERR Error registering functions: {text}")
+
+    def _load_expired(self) -> bool:
+        return time.monotonic() > self._load_deadline
+
+    def run_function(self, fn: Any, keys: list[bytes], argv: list[bytes]) -> tuple[bool, Any]:
+        """(True, result) or (False, error table) of one call of a library's function."""
+        self.resp3 = False
+        return self._run_function(fn, self.lua.table_from(keys), self.lua.table_from(argv))
 
     # -- running ----------------------------------------------------------------------------
     def run(self, sha: str, keys: list[bytes], argv: list[bytes]) -> tuple[bool, Any]:

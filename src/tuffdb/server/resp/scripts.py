@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.blocking import Parked
+from tuffdb.server.resp.functions import Functions
 from tuffdb.server.resp.lua import CallError, ErrorReply, LuaEngine, parse_reply
 from tuffdb.server.resp.overlay import Overlay
 from tuffdb.server.resp.reply import Resp2, Resp3
@@ -30,6 +31,7 @@ from tuffdb.server.resp.table import TABLE, arity_ok
 
 if TYPE_CHECKING:
     from tuffdb.server.resp.conn import Conn
+    from tuffdb.server.resp.functions import Function
     from tuffdb.server.resp.server import RespServer
 
 log = logging.getLogger("tuffdb.resp")
@@ -40,11 +42,13 @@ DEFAULT_BUSY_MS = 5000
 class Context:
     """The script being run."""
 
-    __slots__ = ("conn", "killed", "readonly", "sha", "wrote")
+    __slots__ = ("conn", "function", "killed", "readonly", "sha", "wrote")
 
-    def __init__(self, conn: Conn, sha: str, readonly: bool) -> None:
+    def __init__(self, conn: Conn, sha: str, readonly: bool,
+                 function: str | None = None) -> None:
         self.conn = conn
         self.sha = sha
+        self.function = function  # the name, for a library's function (FCALL)
         self.readonly = readonly
         self.wrote = False
         self.killed = False
@@ -60,14 +64,16 @@ class Handle:
 
 
 class ScriptRun(Parked):
-    """EVAL's signal to the connection: park until the script thread answers."""
+    """EVAL's (FCALL's) signal to the connection: park until the script thread answers."""
 
-    def __init__(self, sha: str, keys: list[bytes], argv: list[bytes], readonly: bool) -> None:
+    def __init__(self, sha: str, keys: list[bytes], argv: list[bytes], readonly: bool,
+                 function: Function | None = None) -> None:
         super().__init__()
         self.sha = sha
         self.keys = keys
         self.argv = argv
         self.readonly = readonly
+        self.function = function
 
     def park(self, conn: Conn) -> Handle:
         return conn.srv.scripts.start(conn, self)
@@ -79,6 +85,7 @@ class Scripts:
     def __init__(self, srv: RespServer) -> None:
         self.srv = srv
         self._engine: LuaEngine | None = None
+        self._functions: Functions | None = None
         self._executor: ThreadPoolExecutor | None = None
         self.current: Context | None = None
         self.owner: Conn | None = None  # the client whose script runs on the thread
@@ -96,16 +103,37 @@ class Scripts:
                                      REDIS_COMPAT_VERSION)
         return self._engine
 
+    @property
+    def functions(self) -> Functions:
+        """The function libraries, as stored (reloaded if the stored entry changed)."""
+        if self._functions is None:
+            self._functions = Functions(self.engine)
+        self._functions.sync(self.srv.store)
+        return self._functions
+
+    def functions_entry(self) -> tuple[bytes, bytes | None]:
+        """The stored entry of the libraries as they are now (functions.py)."""
+        assert self._functions is not None
+        return self._functions.entry()
+
+    def running_function(self) -> str | None:
+        """The name of the function running now (FUNCTION STATS), if one is."""
+        ctx = self.current
+        if ctx is None or self.owner is None or ctx.function is None:
+            return None
+        return ctx.function
+
     def close(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
     # -- running ----------------------------------------------------------------------------
     def run_inline(self, conn: Conn, sha: str, keys: list[bytes], argv: list[bytes],
-                   readonly: bool) -> bytes:
-        """Run a cached script to its end on this thread; its reply."""
+                   readonly: bool, function: Function | None = None) -> bytes:
+        """Run a cached script (or a library's ``function``, named by ``sha`` then) to its
+        end on this thread; its reply."""
         engine = self.engine
-        ctx = Context(conn, sha, readonly)
+        ctx = Context(conn, sha, readonly, None if function is None else function.name)
         outer_db, outer_enc = conn.db, conn.enc
         overlay = outer_db if isinstance(outer_db, Overlay) else Overlay(conn.store)
         previous = self.current
@@ -114,7 +142,8 @@ class Scripts:
         conn.no_block += 1
         conn.enc = Resp2
         try:
-            ok, result = engine.run(sha, keys, argv)
+            ok, result = engine.run(sha, keys, argv) if function is None \
+                else engine.run_function(function.fn, keys, argv)
             if ok:
                 return engine.to_reply(result, outer_enc)
             return reply.error(engine.error_line(result, sha))
@@ -137,7 +166,8 @@ class Scripts:
         self.owner = conn
         self._busy_timer = loop.call_later(self.busy_ms / 1000, self._go_busy)
         fut = loop.run_in_executor(
-            self._executor, self.run_inline, conn, run.sha, run.keys, run.argv, run.readonly)
+            self._executor, self.run_inline, conn, run.sha, run.keys, run.argv, run.readonly,
+            run.function)
         fut.add_done_callback(lambda f: self._finished(conn, handle, f))
         return handle
 
