@@ -161,6 +161,15 @@ FUNCTION_HELP = [
     b"HELP"]
 
 
+def _writing(c: Conn) -> None:
+    """FUNCTION LOAD, DELETE and FLUSH write (the stored libraries): a follower refuses
+    them as any write, before its libraries change."""
+    node = c.srv.node
+    if node is not None and not node.is_leader():
+        raise CommandError("READONLY You can't write against a read only replica.")
+    c.wrote = True
+
+
 def _store_functions(c: Conn) -> None:
     key, value = c.srv.scripts.functions_entry()
     commit_batch(c, [(key, value)], [])
@@ -228,16 +237,19 @@ def function(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0911, PLR0912
         replace = len(a) == 4  # noqa: PLR2004
         if replace and a[2].lower() != b"replace":
             raise CommandError(f"ERR Unknown option given: {a[2].decode('utf-8', 'replace')}")
+        _writing(c)
         name = scripts.functions.load(a[-1], replace=replace)
         _store_functions(c)
         return reply.bulk(name.encode())
     if sub == b"delete" and len(a) == 3:  # noqa: PLR2004
+        _writing(c)
         scripts.functions.delete(a[2].decode("utf-8", "replace"))
         _store_functions(c)
         return reply.OK
     if sub == b"flush" and len(a) <= 3:  # noqa: PLR2004
         if len(a) == 3 and a[2].lower() not in (b"async", b"sync"):  # noqa: PLR2004
             raise CommandError("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
+        _writing(c)
         scripts.functions.flush()
         _store_functions(c)
         return reply.OK
