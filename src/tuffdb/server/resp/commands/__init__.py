@@ -2,6 +2,7 @@
 
 from tuffdb.server.resp.commands import (
     admin,
+    bitmaps,
     cluster,
     connection,
     hashes,
@@ -17,5 +18,5 @@ from tuffdb.server.resp.commands import (
     zsets,
 )
 
-__all__ = ["admin", "cluster", "connection", "hashes", "keys", "lists", "pubsub", "scripting",
+__all__ = ["admin", "bitmaps", "cluster", "connection", "hashes", "keys", "lists", "pubsub", "scripting",
            "sets", "stream_groups", "streams", "strings", "txn", "zsets"]

@@ -164,6 +164,33 @@ def pttl(c: Conn, a: list[bytes]) -> bytes:
     return reply.integer(_ttl_ms(c, a[1]))
 
 
+def _expire_time_ms(c: Conn, key: bytes) -> int:
+    """The absolute expiry in Unix ms (-1 none, -2 no key): the engine keeps a deadline to
+    the ms, so an EXPIREAT's own second comes back."""
+    ms = _ttl_ms(c, key)
+    return ms if ms < 0 else round(time.time() * 1000) + ms
+
+
+@command("expiretime", 2, "readonly fast", (1, 1, 1), group="keyspace", since="7.0.0")
+def expiretime(c: Conn, a: list[bytes]) -> bytes:
+    """The Unix time, in seconds, at which a key expires (-1 none, -2 no key)."""
+    ms = _expire_time_ms(c, a[1])
+    return reply.integer(ms if ms < 0 else (ms + 500) // 1000)
+
+
+@command("pexpiretime", 2, "readonly fast", (1, 1, 1), group="keyspace", since="7.0.0")
+def pexpiretime(c: Conn, a: list[bytes]) -> bytes:
+    """The Unix time, in milliseconds, at which a key expires (-1 none, -2 no key)."""
+    return reply.integer(_expire_time_ms(c, a[1]))
+
+
+@command("touch", -2, "readonly fast", (1, -1, 1), group="keyspace", since="3.2.1")
+def touch(c: Conn, a: list[bytes]) -> bytes:
+    """How many of the keys exist (tuffdb keeps no access times to update)."""
+    ex = c.db.exists
+    return reply.integer(sum(1 for k in a[1:] if ex(stored(k))))
+
+
 @command("persist", 2, "write fast", (1, 1, 1), group="keyspace", since="2.2.0")
 def persist(c: Conn, a: list[bytes]) -> bytes:
     """Remove a key's expiry."""

@@ -320,6 +320,12 @@ def getrange(c: Conn, a: list[bytes]) -> bytes:
     return reply.bulk(value[start : end + 1])
 
 
+@command("substr", 4, "readonly", (1, 1, 1), group="string", since="1.0.0")
+def substr(c: Conn, a: list[bytes]) -> bytes:
+    """GETRANGE under its old name."""
+    return getrange(c, a)
+
+
 @command("setrange", 4, "write denyoom", (1, 1, 1), group="string")
 def setrange(c: Conn, a: list[bytes]) -> bytes:
     """Overwrite part of a string value at an offset (zero-padding as needed)."""
