@@ -6,6 +6,7 @@ from tuffdb.server.resp.commands import (
     cluster,
     connection,
     hashes,
+    hyperloglog,
     keys,
     lists,
     pubsub,
@@ -18,5 +19,5 @@ from tuffdb.server.resp.commands import (
     zsets,
 )
 
-__all__ = ["admin", "bitmaps", "cluster", "connection", "hashes", "keys", "lists", "pubsub", "scripting",
+__all__ = ["admin", "bitmaps", "cluster", "connection", "hashes", "hyperloglog", "keys", "lists", "pubsub", "scripting",
            "sets", "stream_groups", "streams", "strings", "txn", "zsets"]

@@ -1,0 +1,291 @@
+"""HyperLogLog: PFADD, PFCOUNT and PFMERGE, counting as Redis 7.0 counts.
+
+The same sketch as Redis's, so the same answers: 16,384 six-bit registers, elements
+hashed by MurmurHash64A (seed 0xadc83b19), the register index from the low 14 bits and
+the run of zeros after them, and Otmar Ertl's estimator (the one Redis uses since 5.0).
+The value is a Redis HyperLogLog string ("HYLL" header, cached cardinality, then the
+registers: the sparse encoding while every register fits it and it stays under 3,000
+bytes, the dense one after), so GET/SET move sketches between tuffdb and Redis both
+ways. Sparse values are written in their shortest form, which Redis's incremental
+updates do not always reach: GET of a sparse sketch may differ from Redis's byte for byte
+while meaning the same registers.
+"""
+
+# Every handler takes (conn, args), used or not: one signature for the command table.
+# ruff: noqa: ARG001
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tuffdb.server.resp import reply
+from tuffdb.server.resp.commands.common import put_keep_ttl
+from tuffdb.server.resp.commands.strings import get_string
+from tuffdb.server.resp.keyspace import STRING_PREFIX, stored
+from tuffdb.server.resp.table import CommandError, command
+
+if TYPE_CHECKING:
+    from tuffdb.server.resp.conn import Conn
+
+P = 14
+REGISTERS = 1 << P
+Q = 64 - P
+MAX_VALUE = Q + 1  # the largest register value
+DENSE_BYTES = REGISTERS * 6 // 8
+HEADER = 16
+MAGIC = b"HYLL"
+DENSE, SPARSE = 0, 1
+SPARSE_MAX_BYTES = 3000  # Redis's hll-sparse-max-bytes
+SPARSE_MAX_VALUE = 32
+ALPHA_INF = 0.721347520444481703680  # 1 / (2 ln 2)
+SEED = 0xADC83B19
+M64 = 0xC6A4A7935BD1E995
+MASK64 = (1 << 64) - 1
+INVALID_HLL = "WRONGTYPE Key is not a valid HyperLogLog string value."
+CORRUPT = "INVALIDOBJ Corrupted HLL object detected"
+
+
+def murmur64a(data: bytes, seed: int = SEED) -> int:
+    """MurmurHash64A (Austin Appleby), little-endian, as Redis hashes HLL elements."""
+    n = len(data)
+    h = (seed ^ (n * M64)) & MASK64
+    end = n - (n & 7)
+    for i in range(0, end, 8):
+        k = (int.from_bytes(data[i : i + 8], "little") * M64) & MASK64
+        k ^= k >> 47
+        k = (k * M64) & MASK64
+        h = ((h ^ k) * M64) & MASK64
+    tail = n & 7
+    if tail:
+        h ^= int.from_bytes(data[end:], "little")
+        h = (h * M64) & MASK64
+    h ^= h >> 47
+    h = (h * M64) & MASK64
+    return h ^ (h >> 47)
+
+
+def register_of(element: bytes) -> tuple[int, int]:
+    """(register index, value): the run of zeros (plus one) above the index bits."""
+    h = murmur64a(element)
+    index = h & (REGISTERS - 1)
+    rest = (h >> P) | (1 << Q)
+    return index, (rest & -rest).bit_length()
+
+
+# -- encodings ------------------------------------------------------------------------------
+def check(raw: bytes) -> None:
+    """Redis's test that a string is a HyperLogLog: the header (and a dense body's size)."""
+    if len(raw) < HEADER or raw[:4] != MAGIC or raw[4] not in (DENSE, SPARSE) or \
+            (raw[4] == DENSE and len(raw) != HEADER + DENSE_BYTES):
+        raise CommandError(INVALID_HLL)
+
+
+def decode(raw: bytes) -> np.ndarray:
+    """The 16,384 registers of a HyperLogLog string; CommandError if it is none."""
+    check(raw)
+    if raw[4] == DENSE:
+        return _dense_registers(raw[HEADER:])
+    return _sparse_registers(raw[HEADER:])
+
+
+def _dense_registers(body: bytes) -> np.ndarray:
+    # Register i holds bits 6i..6i+5, least significant first: four registers per 3 bytes.
+    b = np.frombuffer(body, dtype=np.uint8).reshape(-1, 3).astype(np.uint32)
+    word = b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16)
+    regs = np.empty((len(word), 4), dtype=np.uint8)
+    for j in range(4):
+        regs[:, j] = (word >> (6 * j)) & 63
+    return regs.reshape(-1)
+
+
+def _sparse_registers(body: bytes) -> np.ndarray:
+    regs = np.zeros(REGISTERS, dtype=np.uint8)
+    pos = i = 0
+    n = len(body)
+    while i < n:
+        op = body[i]
+        if op & 0x80:  # VAL: 1vvvvvxx, value v+1 for xx+1 registers
+            run, value = (op & 3) + 1, ((op >> 2) & 0x1F) + 1
+            regs[pos : pos + run] = value
+            i += 1
+        elif op & 0x40:  # XZERO: 01xxxxxx yyyyyyyy, 14-bit run - 1
+            if i + 1 >= n:
+                raise CommandError(CORRUPT)
+            run = (((op & 0x3F) << 8) | body[i + 1]) + 1
+            i += 2
+        else:  # ZERO: 00xxxxxx
+            run = (op & 0x3F) + 1
+            i += 1
+        pos += run
+        if pos > REGISTERS:
+            raise CommandError(CORRUPT)
+    if pos != REGISTERS:
+        raise CommandError(CORRUPT)
+    return regs
+
+
+def encode(regs: np.ndarray, cache: bytes) -> bytes:
+    """A HyperLogLog string of ``regs`` (sparse if it can be) with the 8 bytes of
+    ``cache`` (the cached count, its top bit set when stale)."""
+    sparse = _sparse_body(regs)
+    if sparse is not None:
+        return MAGIC + bytes((SPARSE, 0, 0, 0)) + cache + sparse
+    return MAGIC + bytes((DENSE, 0, 0, 0)) + cache + _dense_body(regs)
+
+
+def stale(raw: bytes | None) -> bytes:
+    """The cache bytes of ``raw`` (a new sketch's: 0) marked stale, as Redis leaves them."""
+    cache = bytearray(raw[8:16] if raw is not None else bytes(8))
+    cache[7] |= 0x80
+    return bytes(cache)
+
+
+def _dense_body(regs: np.ndarray) -> bytes:
+    r = regs.reshape(-1, 4).astype(np.uint32)
+    word = r[:, 0] | (r[:, 1] << 6) | (r[:, 2] << 12) | (r[:, 3] << 18)
+    out = np.empty((len(word), 3), dtype=np.uint8)
+    out[:, 0] = word & 0xFF
+    out[:, 1] = (word >> 8) & 0xFF
+    out[:, 2] = (word >> 16) & 0xFF
+    return out.tobytes()
+
+
+def _sparse_body(regs: np.ndarray) -> bytes | None:
+    if int(regs.max()) > SPARSE_MAX_VALUE:
+        return None
+    # Runs of equal registers: starts where the value changes.
+    change = np.flatnonzero(np.diff(regs.astype(np.int16))) + 1
+    starts = np.concatenate(([0], change))
+    ends = np.concatenate((change, [REGISTERS]))
+    out = bytearray()
+    for start, end, value in zip(starts.tolist(), ends.tolist(), regs[starts].tolist(),
+                                 strict=True):
+        run = end - start
+        if value == 0:
+            while run:
+                if run > 64:  # noqa: PLR2004
+                    take = min(run, 16384)
+                    out += bytes((0x40 | ((take - 1) >> 8), (take - 1) & 0xFF))
+                else:
+                    take = run
+                    out.append(take - 1)
+                run -= take
+        else:
+            while run:
+                take = min(run, 4)
+                out.append(0x80 | ((value - 1) << 2) | (take - 1))
+                run -= take
+        if len(out) > SPARSE_MAX_BYTES:
+            return None
+    return bytes(out)
+
+
+# -- the estimator (Ertl, "New cardinality estimation algorithms for HyperLogLog") --------
+def _sigma(x: float) -> float:
+    if x == 1.0:
+        return math.inf
+    y, z = 1.0, x
+    while True:
+        x *= x
+        before = z
+        z += x * y
+        y += y
+        if before == z:
+            return z
+
+
+def _tau(x: float) -> float:
+    if x in (0.0, 1.0):
+        return 0.0
+    y, z = 1.0, 1.0 - x
+    while True:
+        x = math.sqrt(x)
+        before = z
+        y *= 0.5
+        z -= (1 - x) ** 2 * y
+        if before == z:
+            return z / 3
+
+
+def count(regs: np.ndarray) -> int:
+    histo = np.bincount(regs, minlength=Q + 2).tolist()
+    m = float(REGISTERS)
+    z = m * _tau((m - histo[Q + 1]) / m)
+    for j in range(Q, 0, -1):
+        z += histo[j]
+        z *= 0.5
+    z += m * _sigma(histo[0] / m)
+    return int(_round_half_away(ALPHA_INF * m * m / z))
+
+
+def _round_half_away(x: float) -> float:
+    """C's llroundl: halves away from zero."""
+    return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
+
+
+# -- commands -------------------------------------------------------------------------------
+def _registers(c: Conn, key: bytes) -> np.ndarray | None:
+    raw = get_string(c, key)
+    return None if raw is None else decode(raw)
+
+
+def _write(c: Conn, key: bytes, value: bytes, existed: bool) -> None:
+    put_keep_ttl(c.db, stored(key), STRING_PREFIX + value, existed)
+    c.srv.touch(key)
+
+
+@command("pfadd", -2, "write denyoom fast", (1, 1, 1), group="hyperloglog", since="2.8.9")
+def pfadd(c: Conn, a: list[bytes]) -> bytes:
+    """Add elements to a HyperLogLog; 1 if its registers (or the key) changed."""
+    raw = get_string(c, a[1])
+    old = None if raw is None else decode(raw)
+    regs = np.zeros(REGISTERS, dtype=np.uint8) if old is None else old.copy()
+    updated = False
+    for element in a[2:]:
+        index, value = register_of(element)
+        if value > regs[index]:
+            regs[index] = value
+            updated = True
+    if updated or old is None:
+        _write(c, a[1], encode(regs, stale(raw)), old is not None)
+    return reply.ONE if updated or old is None else reply.ZERO
+
+
+@command("pfcount", -2, "readonly", (1, -1, 1), group="hyperloglog", since="2.8.9")
+def pfcount(c: Conn, a: list[bytes]) -> bytes:
+    """The estimated number of distinct elements of one HyperLogLog, or of their union."""
+    if len(a) == 2:  # noqa: PLR2004 - one sketch: its cached count, or count and cache it
+        raw = get_string(c, a[1])
+        if raw is None:
+            return reply.ZERO
+        check(raw)
+        if not raw[15] & 0x80:
+            return reply.integer(int.from_bytes(raw[8:16], "little"))
+        n = count(decode(raw))
+        node = c.srv.node
+        if node is None or node.is_leader():  # a follower's copy is the leader's to change
+            _write(c, a[1], raw[:8] + n.to_bytes(8, "little") + raw[16:], True)
+        return reply.integer(n)
+    merged: np.ndarray | None = None
+    for key in a[1:]:
+        regs = _registers(c, key)
+        if regs is not None:
+            merged = regs if merged is None else np.maximum(merged, regs)
+    return reply.integer(0 if merged is None else count(merged))
+
+
+@command("pfmerge", -2, "write denyoom", (1, -1, 1), group="hyperloglog", since="2.8.9")
+def pfmerge(c: Conn, a: list[bytes]) -> bytes:
+    """Merge HyperLogLogs into the destination (which takes part if it exists)."""
+    raw = get_string(c, a[1])
+    dest = None if raw is None else decode(raw)
+    merged = np.zeros(REGISTERS, dtype=np.uint8) if dest is None else dest
+    for key in a[2:]:
+        regs = _registers(c, key)
+        if regs is not None:
+            merged = np.maximum(merged, regs)
+    _write(c, a[1], encode(merged, stale(raw)), dest is not None)
+    return reply.OK
