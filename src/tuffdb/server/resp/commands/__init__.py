@@ -5,6 +5,7 @@ from tuffdb.server.resp.commands import (
     bitmaps,
     cluster,
     connection,
+    geo,
     hashes,
     hyperloglog,
     keys,
@@ -19,5 +20,5 @@ from tuffdb.server.resp.commands import (
     zsets,
 )
 
-__all__ = ["admin", "bitmaps", "cluster", "connection", "hashes", "hyperloglog", "keys", "lists", "pubsub", "scripting",
+__all__ = ["admin", "bitmaps", "cluster", "connection", "geo", "hashes", "hyperloglog", "keys", "lists", "pubsub", "scripting",
            "sets", "stream_groups", "streams", "strings", "txn", "zsets"]

@@ -1,0 +1,518 @@
+"""Geospatial commands on sorted sets, as Redis 7.0 answers them: GEOADD, GEOPOS, GEODIST,
+GEOHASH, GEOSEARCH, GEOSEARCHSTORE and the older GEORADIUS family.
+
+A position is a zset member whose score is its 52-bit geohash (26 bits of longitude and
+26 of latitude, interleaved, over Web Mercator's latitude range), so GEOADD is a ZADD
+and every zset command works on geo sets, as in Redis. A search covers the shape with
+the geohash cell of the centre and its eight neighbours at a step chosen from the
+radius (narrowed when the cells do not reach the shape's bounding box), reads each
+cell's score range, and keeps the members inside the shape by the haversine distance on
+Redis's earth radius. The arithmetic follows Redis's order of operations, so positions,
+distances and hashes come back digit for digit.
+"""
+
+# Every handler takes (conn, args), used or not: one signature for the command table.
+# ruff: noqa: ARG001
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, NamedTuple
+
+from tuffdb.server.resp import reply
+from tuffdb.server.resp.commands.common import to_int
+from tuffdb.server.resp.commands.zsets import ZSet, store_zset, strtod, zadd
+from tuffdb.server.resp.keyspace import sortable
+from tuffdb.server.resp.table import SYNTAX, CommandError, command
+
+if TYPE_CHECKING:
+    from tuffdb.server.resp.conn import Conn
+
+STEP = 26
+LON_MIN, LON_MAX = -180.0, 180.0
+LAT_MIN, LAT_MAX = -85.05112878, 85.05112878
+EARTH_RADIUS_M = 6372797.560856
+MERCATOR_MAX = 20037726.37
+D_R = math.pi / 180.0
+UNITS = {b"m": 1.0, b"km": 1000.0, b"ft": 0.3048, b"mi": 1609.34}
+BASE32 = b"0123456789bcdefghjkmnpqrstuvwxyz"
+EVEN = 0x5555555555555555  # latitude bits
+ODD = 0xAAAAAAAAAAAAAAAA  # longitude bits
+MASK64 = (1 << 64) - 1
+
+
+# -- geohash --------------------------------------------------------------------------------
+def _spread(v: int) -> int:
+    """The 32 bits of ``v`` at the even bit positions of a 64-bit word."""
+    v &= 0xFFFFFFFF
+    v = (v | (v << 16)) & 0x0000FFFF0000FFFF
+    v = (v | (v << 8)) & 0x00FF00FF00FF00FF
+    v = (v | (v << 4)) & 0x0F0F0F0F0F0F0F0F
+    v = (v | (v << 2)) & 0x3333333333333333
+    return (v | (v << 1)) & EVEN
+
+
+def _squash(v: int) -> int:
+    """Inverse of :func:`_spread`: the even bits of ``v`` packed into 32."""
+    v &= EVEN
+    v = (v | (v >> 1)) & 0x3333333333333333
+    v = (v | (v >> 2)) & 0x0F0F0F0F0F0F0F0F
+    v = (v | (v >> 4)) & 0x00FF00FF00FF00FF
+    v = (v | (v >> 8)) & 0x0000FFFF0000FFFF
+    return (v | (v >> 16)) & 0xFFFFFFFF
+
+
+def encode(lon: float, lat: float, step: int = STEP, lat_min: float = LAT_MIN,
+           lat_max: float = LAT_MAX) -> int:
+    """The geohash bits of a position (latitude in the even bits)."""
+    lat_offset = (lat - lat_min) / (lat_max - lat_min) * float(1 << step)
+    lon_offset = (lon - LON_MIN) / (LON_MAX - LON_MIN) * float(1 << step)
+    return _spread(int(lat_offset)) | (_spread(int(lon_offset)) << 1)
+
+
+class Area(NamedTuple):
+    lon_min: float
+    lon_max: float
+    lat_min: float
+    lat_max: float
+
+
+def area_of(bits: int, step: int) -> Area:
+    ilat, ilon = _squash(bits), _squash(bits >> 1)
+    cells = float(1 << step)
+    lat_scale, lon_scale = LAT_MAX - LAT_MIN, LON_MAX - LON_MIN
+    return Area(LON_MIN + (ilon * 1.0 / cells) * lon_scale,
+                LON_MIN + ((ilon + 1) * 1.0 / cells) * lon_scale,
+                LAT_MIN + (ilat * 1.0 / cells) * lat_scale,
+                LAT_MIN + ((ilat + 1) * 1.0 / cells) * lat_scale)
+
+
+def decode(score: float) -> tuple[float, float]:
+    """(longitude, latitude) of a geo member's score: the centre of its cell."""
+    a = area_of(int(score), STEP)
+    lon = min(max((a.lon_min + a.lon_max) / 2, LON_MIN), LON_MAX)
+    lat = min(max((a.lat_min + a.lat_max) / 2, LAT_MIN), LAT_MAX)
+    return lon, lat
+
+
+def _move(bits: int, step: int, dx: int, dy: int) -> int:
+    """The neighbouring cell ``dx`` east/west and ``dy`` north/south (wrapping)."""
+    shift = 64 - step * 2
+    for d, own, other in ((dx, ODD, EVEN), (dy, EVEN, ODD)):
+        if d == 0:
+            continue
+        x, y = bits & own, bits & other
+        zz = other >> shift
+        x = (x + (zz + 1)) if d > 0 else ((x | zz) - (zz + 1))
+        bits = ((x & MASK64) & (own >> shift)) | y
+    return bits
+
+
+def distance(lon1: float, lat1: float, lon2: float, lat2: float) -> float:
+    """Haversine metres, as geohashGetDistance computes them."""
+    lon1r, lon2r = lon1 * D_R, lon2 * D_R
+    v = math.sin((lon2r - lon1r) / 2)
+    if v == 0.0:
+        return EARTH_RADIUS_M * abs(lat2 * D_R - lat1 * D_R)
+    lat1r, lat2r = lat1 * D_R, lat2 * D_R
+    u = math.sin((lat2r - lat1r) / 2)
+    a = u * u + math.cos(lat1r) * math.cos(lat2r) * v * v
+    return 2.0 * EARTH_RADIUS_M * math.asin(math.sqrt(a))
+
+
+# -- replies ----------------------------------------------------------------------------------
+def human(x: float) -> bytes:
+    """Redis's long double "human" form: 17 decimals, trailing zeros dropped."""
+    text = b"%.17f" % x
+    text = text.rstrip(b"0").rstrip(b".") if b"." in text else text
+    return b"0" if text in (b"-0", b"") else text
+
+
+def _coord(c: Conn, x: float) -> bytes:
+    return c.enc.double(human(x))
+
+
+def _dist(d: float) -> bytes:
+    return reply.bulk(b"%.4f" % d)
+
+
+def _unit(raw: bytes) -> float:
+    factor = UNITS.get(raw.lower())
+    if factor is None:
+        raise CommandError("ERR unsupported unit provided. please use M, KM, FT, MI")
+    return factor
+
+
+def _lonlat(raw_lon: bytes, raw_lat: bytes) -> tuple[float, float]:
+    lon, lat = strtod(raw_lon, strict=True), strtod(raw_lat, strict=True)
+    if lon is None or lat is None:
+        raise CommandError("ERR value is not a valid float")
+    if not (LON_MIN <= lon <= LON_MAX and LAT_MIN <= lat <= LAT_MAX):
+        raise CommandError(f"ERR invalid longitude,latitude pair {lon:f},{lat:f}")
+    return lon, lat
+
+
+# -- GEOADD, GEOPOS, GEODIST, GEOHASH ---------------------------------------------------------
+@command("geoadd", -5, "write denyoom", (1, 1, 1), group="geo", since="3.2.0")
+def geoadd(c: Conn, a: list[bytes]) -> bytes:
+    """Add positions (a ZADD of their geohashes; NX, XX and CH as ZADD's)."""
+    i = 2
+    opts: list[bytes] = []
+    while i < len(a) and a[i].lower() in (b"nx", b"xx", b"ch"):
+        opts.append(a[i])
+        i += 1
+    lowered = {o.lower() for o in opts}
+    if (len(a) - i) % 3 or (b"nx" in lowered and b"xx" in lowered):
+        raise CommandError(SYNTAX)
+    args = [b"zadd", a[1], *opts]
+    for j in range(i, len(a), 3):
+        lon, lat = _lonlat(a[j], a[j + 1])
+        args += [b"%d" % encode(lon, lat), a[j + 2]]
+    return zadd(c, args)
+
+
+@command("geopos", -2, "readonly", (1, 1, 1), group="geo", since="3.2.0")
+def geopos(c: Conn, a: list[bytes]) -> bytes:
+    """[longitude, latitude] of each member (nil for a missing one)."""
+    z = ZSet(c, a[1])
+    out = []
+    for score in z.scores(c, a[2:]):
+        if score is None:
+            out.append(c.enc.null_array)
+        else:
+            lon, lat = decode(score)
+            out.append(reply.array([_coord(c, lon), _coord(c, lat)]))
+    return reply.array(out)
+
+
+@command("geodist", -4, "readonly", (1, 1, 1), group="geo", since="3.2.0")
+def geodist(c: Conn, a: list[bytes]) -> bytes:
+    """The distance between two members, in m, km, ft or mi."""
+    if len(a) > 5:  # noqa: PLR2004
+        raise CommandError(SYNTAX)
+    factor = _unit(a[4]) if len(a) == 5 else 1.0  # noqa: PLR2004
+    first, second = ZSet(c, a[1]).scores(c, [a[2], a[3]])
+    if first is None or second is None:
+        return c.enc.null
+    return _dist(distance(*decode(first), *decode(second)) / factor)
+
+
+@command("geohash", -2, "readonly", (1, 1, 1), group="geo", since="3.2.0")
+def geohash(c: Conn, a: list[bytes]) -> bytes:
+    """The standard 11-character geohash of each member."""
+    out = []
+    for score in ZSet(c, a[1]).scores(c, a[2:]):
+        if score is None:
+            out.append(c.enc.null)
+            continue
+        lon, lat = decode(score)
+        bits = encode(lon, lat, STEP, -90.0, 90.0)  # the standard latitude range
+        chars = bytes(BASE32[(bits >> (52 - (i + 1) * 5)) & 0x1F] if i < 10 else BASE32[0]
+                      for i in range(11))
+        out.append(reply.bulk(chars))
+    return reply.array(out)
+
+
+# -- searches ---------------------------------------------------------------------------------
+class Shape(NamedTuple):
+    lon: float
+    lat: float
+    factor: float
+    radius: float | None  # a circle, in the unit
+    width: float  # a box, in the unit
+    height: float
+
+
+def _bounds(s: Shape) -> tuple[float, float, float, float]:
+    """(min lon, min lat, max lon, max lat) around the shape (geohashBoundingBox)."""
+    if s.radius is not None:
+        height = width = s.factor * s.radius
+    else:
+        height, width = s.factor * (s.height / 2), s.factor * (s.width / 2)
+    lat_delta = (height / EARTH_RADIUS_M) / D_R
+    top = (width / EARTH_RADIUS_M / math.cos((s.lat + lat_delta) * D_R)) / D_R
+    bottom = (width / EARTH_RADIUS_M / math.cos((s.lat - lat_delta) * D_R)) / D_R
+    delta = bottom if s.lat < 0 else top
+    return s.lon - delta, s.lat - lat_delta, s.lon + delta, s.lat + lat_delta
+
+
+def _steps(range_m: float, lat: float) -> int:
+    if range_m == 0:
+        return STEP
+    step = 1
+    while range_m < MERCATOR_MAX:
+        range_m *= 2
+        step += 1
+    step -= 2
+    if lat > 66 or lat < -66:  # noqa: PLR2004
+        step -= 1
+        if lat > 80 or lat < -80:  # noqa: PLR2004
+            step -= 1
+    return min(max(step, 1), STEP)
+
+
+NEIGHBOURS = ((0, 1), (0, -1), (1, 0), (-1, 0), (1, 1), (-1, 1), (1, -1), (-1, -1))  # N S E W NE NW SE SW
+
+
+def _cells(s: Shape) -> tuple[list[int | None], int]:
+    """The centre cell and its neighbours (None: excluded), in Redis's order, and their step."""
+    min_lon, min_lat, max_lon, max_lat = _bounds(s)
+    if s.radius is not None:
+        radius_m = s.radius * s.factor
+    else:
+        radius_m = math.sqrt((s.width / 2) * (s.width / 2) + (s.height / 2) * (s.height / 2)) \
+            * s.factor
+    step = _steps(radius_m, s.lat)
+
+    def around(step: int) -> tuple[int, list[int]]:
+        centre = encode(s.lon, s.lat, step)
+        return centre, [_move(centre, step, dx, dy) for dx, dy in NEIGHBOURS]
+
+    centre, near = around(step)
+    north, south = area_of(near[0], step), area_of(near[1], step)
+    east, west = area_of(near[2], step), area_of(near[3], step)
+    if step > 1 and (north.lat_max < max_lat or south.lat_min > min_lat
+                     or east.lon_max < max_lon or west.lon_min > min_lon):
+        step -= 1
+        centre, near = around(step)
+    cells: list[int | None] = [centre, *near]
+    if step >= 2:  # noqa: PLR2004 - cells wholly outside the bounding box are skipped
+        area = area_of(centre, step)
+        for outside, which in ((area.lat_min < min_lat, (2, 8, 7)),
+                               (area.lat_max > max_lat, (1, 5, 6)),
+                               (area.lon_min < min_lon, (4, 8, 6)),
+                               (area.lon_max > max_lon, (3, 7, 5))):
+            if outside:
+                for k in which:
+                    cells[k] = None
+    return cells, step
+
+
+def _inside(s: Shape, lon: float, lat: float) -> float | None:
+    """Metres from the centre when (lon, lat) is inside the shape."""
+    if s.radius is not None:
+        d = distance(s.lon, s.lat, lon, lat)
+        return None if d > s.radius * s.factor else d
+    if EARTH_RADIUS_M * abs(s.lat * D_R - lat * D_R) > s.height * s.factor / 2:
+        return None
+    if distance(lon, lat, s.lon, lat) > s.width * s.factor / 2:
+        return None
+    return distance(s.lon, s.lat, lon, lat)
+
+
+def search(c: Conn, z: ZSet, s: Shape, limit: int) -> list[tuple[bytes, float, float]]:
+    """(member, score, metres) inside the shape, in the order the cells find them."""
+    cells, step = _cells(s)
+    shift = 52 - step * 2
+    found: list[tuple[bytes, float, float]] = []
+    last = 0  # index of the last cell read; as in Redis, a repeat of the centre is read again
+    for i, cell in enumerate(cells):
+        if cell is None or (last and cell == cells[last]):
+            continue
+        if limit and len(found) >= limit:
+            break
+        lo, hi = cell << shift, (cell + 1) << shift
+        for member, score in z.entries(c, z.sec + sortable(float(lo)),
+                                       z.sec + sortable(float(hi))):
+            d = _inside(s, *decode(score))
+            if d is not None:
+                found.append((member, score, d))
+                if limit and len(found) >= limit:
+                    break
+        last = i
+    return found
+
+
+class Query(NamedTuple):
+    shape: Shape | None  # None: FROMMEMBER's member is absent
+    sort: int  # 0 none, 1 ASC, -1 DESC
+    count: int
+    any: bool
+    coord: bool
+    dist: bool
+    hash: bool
+    store: bytes | None
+    store_dist: bool
+
+
+def _parse(c: Conn, a: list[bytes], z: ZSet, *, modern: bool, at: int,  # noqa: C901, PLR0912, PLR0915
+           center: tuple[float, float] | bytes | None, shape_args: tuple[float, float, float,
+                                                                        bytes] | None,
+           store: bytes | None) -> Query:
+    """The options of GEOSEARCH(STORE) (``modern``) or GEORADIUS* from ``a[at]`` on."""
+    sort, count, any_, coord, dist, hash_ = 0, 0, False, False, False, False
+    store_dist = False
+    by: tuple[float | None, float, float, float] | None = None
+    if shape_args is not None:
+        radius, _, _, unit = shape_args
+        by = (radius, 0.0, 0.0, _unit(unit))
+    i = at
+    while i < len(a):
+        opt = a[i].lower()
+        left = len(a) - i - 1
+        if opt == b"withdist":
+            dist = True
+        elif opt == b"withhash":
+            hash_ = True
+        elif opt == b"withcoord":
+            coord = True
+        elif opt == b"any":
+            any_ = True
+        elif opt == b"asc":
+            sort = 1
+        elif opt == b"desc":
+            sort = -1
+        elif opt == b"count" and left >= 1:
+            count = to_int(a[i + 1])
+            if count <= 0:
+                raise CommandError("ERR COUNT must be > 0")
+            i += 1
+        elif not modern and opt in (b"store", b"storedist") and left >= 1 and store is None:
+            store, store_dist = a[i + 1], opt == b"storedist"
+            i += 1
+        elif modern and opt == b"storedist" and store is not None:
+            store_dist = True
+        elif modern and opt == b"frommember" and left >= 1 and center is None:
+            center = a[i + 1]
+            i += 1
+        elif modern and opt == b"fromlonlat" and left >= 2 and center is None:  # noqa: PLR2004
+            center = _lonlat(a[i + 1], a[i + 2])
+            i += 2
+        elif modern and opt == b"byradius" and left >= 2 and by is None:  # noqa: PLR2004
+            r = strtod(a[i + 1], strict=True)
+            if r is None:
+                raise CommandError("ERR need numeric radius")
+            if r < 0:
+                raise CommandError("ERR radius cannot be negative")
+            by = (r, 0.0, 0.0, _unit(a[i + 2]))
+            i += 2
+        elif modern and opt == b"bybox" and left >= 3 and by is None:  # noqa: PLR2004
+            w, h = strtod(a[i + 1], strict=True), strtod(a[i + 2], strict=True)
+            if w is None or h is None:
+                raise CommandError("ERR need numeric width")
+            if w < 0 or h < 0:
+                raise CommandError("ERR height or width cannot be negative")
+            by = (None, w, h, _unit(a[i + 3]))
+            i += 3
+        else:
+            raise CommandError(SYNTAX)
+        i += 1
+    if modern and center is None:
+        raise CommandError("ERR exactly one of FROMMEMBER or FROMLONLAT can be specified "
+                           "for GEOSEARCH")
+    if modern and by is None:
+        raise CommandError("ERR exactly one of BYRADIUS and BYBOX arguments must be provided "
+                           "for GEOSEARCH")
+    if store is not None and (dist or hash_ or coord):
+        raise CommandError(("ERR GEOSEARCHSTORE is" if modern else "ERR STORE option in "
+                            "GEORADIUS is") + " not compatible with WITHDIST, WITHHASH and "
+                           "WITHCOORD options")
+    if any_ and not count:
+        raise CommandError("ERR the ANY argument requires COUNT argument")
+    assert by is not None
+    if count and not any_ and sort == 0:
+        sort = 1  # COUNT without ANY returns the nearest
+    shape = None
+    if isinstance(center, bytes):
+        score = z.score(c, center)
+        if score is None and z.existed:
+            raise CommandError("ERR could not decode requested zset member")
+        if score is not None:
+            center = decode(score)
+    if isinstance(center, tuple):
+        radius, w, h, factor = by
+        shape = Shape(center[0], center[1], factor, radius, w, h)
+    return Query(shape, sort, count, any_, coord, dist, hash_, store, store_dist)
+
+
+def _georadius(c: Conn, a: list[bytes], *, by_member: bool, readonly: bool,  # noqa: C901
+               modern: bool = False, store: bytes | None = None) -> bytes:
+    src = a[2] if store is not None else a[1]
+    z = ZSet(c, src)
+    if modern:
+        q = _parse(c, a, z, modern=True, at=3 if store is not None else 2, center=None,
+                   shape_args=None, store=store)
+    else:
+        at = 5 if by_member else 6
+        if len(a) < at:
+            raise CommandError(SYNTAX)
+        radius = strtod(a[at - 2], strict=True)
+        if radius is None:
+            raise CommandError("ERR need numeric radius")
+        if radius < 0:
+            raise CommandError("ERR radius cannot be negative")
+        center: tuple[float, float] | bytes = a[2] if by_member else _lonlat(a[2], a[3])
+        q = _parse(c, a, z, modern=False, at=at, center=center,
+                   shape_args=(radius, 0.0, 0.0, a[at - 1]), store=None)
+        if readonly and q.store is not None:
+            raise CommandError(SYNTAX)
+        store = q.store
+    if not z.existed or q.shape is None:
+        if store is not None:
+            return reply.integer(_store(c, store, [], q))
+        return reply.array([])
+    found = search(c, z, q.shape, q.count if q.any else 0)
+    if q.sort:
+        found.sort(key=lambda f: f[2], reverse=q.sort < 0)
+    if q.count:
+        found = found[: q.count]
+    if store is not None:
+        return reply.integer(_store(c, store, found, q))
+    factor = q.shape.factor
+    out = []
+    for member, score, d in found:
+        if not (q.dist or q.hash or q.coord):
+            out.append(reply.bulk(member))
+            continue
+        item = [reply.bulk(member)]
+        if q.dist:
+            item.append(_dist(d / factor))
+        if q.hash:
+            item.append(reply.integer(int(score)))
+        if q.coord:
+            lon, lat = decode(score)
+            item.append(reply.array([_coord(c, lon), _coord(c, lat)]))
+        out.append(reply.array(item))
+    return reply.array(out)
+
+
+def _store(c: Conn, dest: bytes, found: list[tuple[bytes, float, float]], q: Query) -> int:
+    factor = q.shape.factor if q.shape is not None else 1.0
+    store_zset(c, dest, [(m, d / factor if q.store_dist else s) for m, s, d in found])
+    return len(found)
+
+
+@command("geosearch", -7, "readonly", (1, 1, 1), group="geo", since="6.2.0")
+def geosearch(c: Conn, a: list[bytes]) -> bytes:
+    """Members within a radius or a box around a member or a position."""
+    return _georadius(c, a, by_member=False, readonly=True, modern=True)
+
+
+@command("geosearchstore", -8, "write denyoom", (1, 2, 1), group="geo", since="6.2.0")
+def geosearchstore(c: Conn, a: list[bytes]) -> bytes:
+    """GEOSEARCH into a destination zset (STOREDIST: scores are distances)."""
+    return _georadius(c, a, by_member=False, readonly=False, modern=True, store=a[1])
+
+
+@command("georadius", -6, "write denyoom", (1, 1, 1), group="geo", since="3.2.0")
+def georadius(c: Conn, a: list[bytes]) -> bytes:
+    """Members within a radius of a position (deprecated form of GEOSEARCH)."""
+    return _georadius(c, a, by_member=False, readonly=False)
+
+
+@command("georadius_ro", -6, "readonly", (1, 1, 1), group="geo", since="3.2.10")
+def georadius_ro(c: Conn, a: list[bytes]) -> bytes:
+    """GEORADIUS without STORE."""
+    return _georadius(c, a, by_member=False, readonly=True)
+
+
+@command("georadiusbymember", -5, "write denyoom", (1, 1, 1), group="geo", since="3.2.0")
+def georadiusbymember(c: Conn, a: list[bytes]) -> bytes:
+    """Members within a radius of a member (deprecated form of GEOSEARCH)."""
+    return _georadius(c, a, by_member=True, readonly=False)
+
+
+@command("georadiusbymember_ro", -5, "readonly", (1, 1, 1), group="geo", since="3.2.10")
+def georadiusbymember_ro(c: Conn, a: list[bytes]) -> bytes:
+    """GEORADIUSBYMEMBER without STORE."""
+    return _georadius(c, a, by_member=True, readonly=True)
