@@ -209,6 +209,69 @@ GENERIC: Script = [
     ("FLUSHALL",), ("DBSIZE",), ("SMEMBERS", "txs"),
 ]
 
+# COPY of every type: a new collection with the source's elements (a stream's groups and
+# pending entries too), independent of the source afterwards, and its TTL.
+COPIES: Script = [
+    ('SET', 's', 'v'),
+    ('EXPIRE', 's', '100'),
+    ('COPY', 's', 's2'),
+    ('GET', 's2'),
+    ('TTL', 's2'),
+    ('COPY', 's', 's2'),
+    ('COPY', 's', 's2', 'REPLACE'),
+    ('COPY', 's', 's'),
+    ('COPY', 'nokey', 'x'),
+    ('COPY', 's', 'x', 'DB', '0'),
+    ('COPY', 's', 'y', 'BOGUS'),
+    ('COPY', 's', 'y', 'DB', 'x'),
+    ('RPUSH', 'l', 'a', 'b', 'c'),
+    ('LPUSH', 'l', 'z'),
+    ('COPY', 'l', 'l2'),
+    ('LRANGE', 'l2', '0', '-1'),
+    ('RPOP', 'l2'),
+    ('LRANGE', 'l', '0', '-1'),
+    ('LRANGE', 'l2', '0', '-1'),
+    ('SADD', 'st', 'a', 'b', '1', '2'),
+    ('COPY', 'st', 'st2'),
+    ('SMEMBERS', 'st2'),
+    ('SREM', 'st2', 'a'),
+    ('SCARD', 'st'),
+    ('SCARD', 'st2'),
+    ('ZADD', 'z', '1', 'a', '2', 'b'),
+    ('COPY', 'z', 'z2'),
+    ('ZRANGE', 'z2', '0', '-1', 'WITHSCORES'),
+    ('ZINCRBY', 'z2', '5', 'a'),
+    ('ZRANGE', 'z', '0', '-1', 'WITHSCORES'),
+    ('ZRANGE', 'z2', '0', '-1', 'WITHSCORES'),
+    ('HSET', 'h', 'f', 'v', 'g', 'w'),
+    ('COPY', 'h', 'h2'),
+    ('HGETALL', 'h2'),
+    ('HDEL', 'h2', 'f'),
+    ('HLEN', 'h'),
+    ('XADD', 'x', '1-1', 'f', 'v'),
+    ('XGROUP', 'CREATE', 'x', 'grp', '0'),
+    ('XREADGROUP', 'GROUP', 'grp', 'c1', 'STREAMS', 'x', '>'),
+    ('COPY', 'x', 'x2'),
+    ('XRANGE', 'x2', '-', '+'),
+    ('XINFO', 'GROUPS', 'x2'),
+    ('XPENDING', 'x2', 'grp'),
+    ('XACK', 'x2', 'grp', '1-1'),
+    ('XPENDING', 'x', 'grp'),
+    ('XPENDING', 'x2', 'grp'),
+    ('COPY', 'z', 's', 'REPLACE'),
+    ('TYPE', 's'),
+    ('ZRANGE', 's', '0', '-1'),
+    ('COPY', 's', 'l', 'REPLACE'),
+    ('TYPE', 'l'),
+    ('LRANGE', 'l2', '0', '-1'),
+    ('DEL', 'z'),
+    ('ZRANGE', 's', '0', '-1'),
+    ('PFADD', 'hl', 'a', 'b'),
+    ('COPY', 'hl', 'hl2'),
+    ('PFCOUNT', 'hl2'),
+    ('OBJECT', 'ENCODING', 'st2'),
+]
+
 RESP3: Script = [
     ("HELLO", "3"), ("SADD", "s", "a", "b"), ("SMEMBERS", "s"), ("SINTER", "s", "s"),
     ("SPOP", "s", "0"), ("SRANDMEMBER", "s", "5"), ("SMISMEMBER", "s", "a", "x"),
@@ -225,7 +288,7 @@ RESP3: Script = [
 ]
 
 
-@pytest.mark.parametrize("name", ["LISTS", "SETS", "ZSETS", "GENERIC", "RESP3"])
+@pytest.mark.parametrize("name", ["LISTS", "SETS", "ZSETS", "GENERIC", "COPIES", "RESP3"])
 def test_type_scripts_reply_like_redis(servers: tuple[int, int], name: str) -> None:
     compare(servers, globals()[name])
 
@@ -273,6 +336,8 @@ COMMAND = st.one_of(
     st.tuples(st.sampled_from(["HGETALL", "HLEN", "TYPE", "EXISTS", "DEL", "GET", "ZCARD"]), KEYS),
     st.tuples(st.just("SET"), KEYS, MEMBERS),
     st.tuples(st.sampled_from(["RENAME", "RENAMENX"]), KEYS, KEYS),
+    st.tuples(st.just("COPY"), KEYS, KEYS),
+    st.tuples(st.just("COPY"), KEYS, KEYS, st.just("REPLACE")),
     st.tuples(st.just("EXPIRE"), KEYS, st.just("100")),
     st.tuples(st.just("TTL"), KEYS),
     st.tuples(st.sampled_from(["MULTI", "EXEC", "DISCARD", "DBSIZE"])),

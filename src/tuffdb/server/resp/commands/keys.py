@@ -18,7 +18,9 @@ from tuffdb.server.resp.keyspace import (
     cid_of,
     elements,
     is_collection,
+    new_collection,
     owner,
+    secondary,
     stored,
     type_name,
     user_key,
@@ -227,6 +229,54 @@ def _rename(c: Conn, a: list[bytes], nx: bool) -> bytes:
     c.srv.touch(dst)
     c.srv.signal(dst, raw)
     return reply.ONE if nx else reply.OK
+
+
+@command("copy", -3, "write denyoom", (1, 2, 1), group="keyspace", since="6.2.0")
+def copy(c: Conn, a: list[bytes]) -> bytes:
+    """Copy a key's value (any type, its TTL too) to another key; O(elements), as in Redis."""
+    src, dst = a[1], a[2]
+    replace = False
+    i = 3
+    while i < len(a):
+        opt = a[i].lower()
+        if opt == b"replace":
+            replace = True
+        elif opt == b"db" and i + 1 < len(a):
+            if to_int(a[i + 1], "ERR value is not an integer or out of range") != 0:
+                raise CommandError("ERR DB index is out of range")
+            i += 1
+        else:
+            raise CommandError(SYNTAX)
+        i += 1
+    if src == dst:
+        raise CommandError("ERR source and destination objects are the same")
+    db = c.db
+    ssrc, sdst = stored(src), stored(dst)
+    raw = db.get(ssrc)
+    if raw is None:
+        return reply.ZERO
+    old = db.get(sdst)
+    if old is not None and not replace:
+        return reply.ZERO
+    ttl = remaining_ttl(db, ssrc)
+    ops: list[tuple[Any, ...]] = []
+    value = raw
+    if is_collection(raw):
+        # A new incarnation: every entry under the source's id, again under a new one.
+        cid = new_collection(ops, c.srv.ids, dst)
+        value = raw[:1] + U64.pack(cid) + raw[9:]
+        old_cid = cid_of(raw)
+        for prefix, new in ((elements(old_cid), elements(cid)),
+                            (secondary(old_cid), secondary(cid))):
+            n = len(prefix)
+            ops += [(new + k[n:], v) for k, v in db.scan(prefix)]
+    ops.append((sdst, value, ttl))
+    db.write_batch(ops, sync=False)
+    if old is not None:
+        c.srv.dropped(old)
+    c.srv.touch(dst)
+    c.srv.signal(dst, value)
+    return reply.ONE
 
 
 @command("rename", 3, "write", (1, 2, 1), group="keyspace")
