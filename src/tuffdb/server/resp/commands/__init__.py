@@ -13,6 +13,7 @@ from tuffdb.server.resp.commands import (
     pubsub,
     scripting,
     sets,
+    sort,
     stream_groups,
     streams,
     strings,
@@ -21,4 +22,4 @@ from tuffdb.server.resp.commands import (
 )
 
 __all__ = ["admin", "bitmaps", "cluster", "connection", "geo", "hashes", "hyperloglog", "keys", "lists", "pubsub", "scripting",
-           "sets", "stream_groups", "streams", "strings", "txn", "zsets"]
+           "sets", "sort", "stream_groups", "streams", "strings", "txn", "zsets"]

@@ -148,6 +148,28 @@ class ListState:
             drop_ops(self.ops, self.cid)
 
 
+def store_list(c: Conn, dst: bytes, values: list[bytes]) -> None:
+    """Overwrite ``dst`` (whatever it held) with a list of ``values``; empty deletes it
+    (SORT ... STORE)."""
+    sdst = stored(dst)
+    old = c.db.get(sdst)
+    ops: list[Op] = []
+    meta = b""
+    if values:
+        cid = new_collection(ops, c.srv.ids, dst)
+        ops.extend(zip(element_keys(elements(cid), LIST_START, LIST_START + len(values)),
+                       values))
+        meta = LIST_META.pack(TAG_LIST, cid, len(values), LIST_START, LIST_START + len(values))
+        ops.append((sdst, meta))
+    elif old is not None:
+        ops.append((sdst, None))
+    commit(c, dst, ops)
+    if old is not None:
+        c.srv.dropped(old)
+    if values:
+        c.srv.signal(dst, meta)
+
+
 def element_keys(prefix: bytes, lo: int, hi: int) -> list[bytes]:
     """``prefix`` + the big-endian position, for positions lo..hi-1: few by C loops
     (``map`` over ``range``), many (LRANGE) by :func:`span_keys`."""
