@@ -9,6 +9,8 @@ RESP2 and RESP3, to find what the scripts did not think of.
 
 from __future__ import annotations
 
+import random
+
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -348,6 +350,33 @@ SORTS: Script = [
     ('SORT', 'q'),
 ]
 
+
+
+def _lcs_script() -> Script:
+    """LCS: the documented example, its options and errors, and 40 random string pairs
+    over small alphabets (long common runs, many ties in the table walk)."""
+    rng = random.Random(5)
+    script: Script = [
+        ("MSET", "k1", "ohmytext", "k2", "mynewtext"), ("LCS", "k1", "k2"),
+        ("LCS", "k1", "k2", "LEN"), ("LCS", "k1", "k2", "IDX"),
+        ("LCS", "k1", "k2", "IDX", "MINMATCHLEN", "4", "WITHMATCHLEN"),
+        ("LCS", "k1", "k2", "IDX", "LEN"), ("LCS", "k1", "nokey"),
+        ("LCS", "nokey", "nokey2", "IDX"), ("RPUSH", "l", "x"), ("LCS", "k1", "l"),
+        ("LCS", "k1", "k2", "BOGUS"), ("LCS", "k1", "k2", "MINMATCHLEN", "-3", "IDX"),
+        ("LCS", "k1", "k1", "IDX", "WITHMATCHLEN"),
+    ]
+    for n in range(40):
+        alphabet = rng.choice(["ab", "abc", "abcdefgh", "xyz01"])
+        s1 = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
+        s2 = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
+        script += [("MSET", f"a{n}", s1, f"b{n}", s2), ("LCS", f"a{n}", f"b{n}"),
+                   ("LCS", f"a{n}", f"b{n}", "IDX", "WITHMATCHLEN"),
+                   ("LCS", f"a{n}", f"b{n}", "IDX", "MINMATCHLEN", "2")]
+    return script
+
+
+LCS_SCRIPT = _lcs_script()
+
 RESP3: Script = [
     ("HELLO", "3"), ("SADD", "s", "a", "b"), ("SMEMBERS", "s"), ("SINTER", "s", "s"),
     ("SPOP", "s", "0"), ("SRANDMEMBER", "s", "5"), ("SMISMEMBER", "s", "a", "x"),
@@ -365,7 +394,7 @@ RESP3: Script = [
 
 
 @pytest.mark.parametrize("name", ["LISTS", "SETS", "ZSETS", "GENERIC", "COPIES", "SORTS",
-                                  "RESP3"])
+                                  "LCS_SCRIPT", "RESP3"])
 def test_type_scripts_reply_like_redis(servers: tuple[int, int], name: str) -> None:
     compare(servers, globals()[name])
 

@@ -9,6 +9,7 @@ from tuffdb.server.resp.commands import (
     hashes,
     hyperloglog,
     keys,
+    lcs,
     lists,
     pubsub,
     scripting,
@@ -21,5 +22,5 @@ from tuffdb.server.resp.commands import (
     zsets,
 )
 
-__all__ = ["admin", "bitmaps", "cluster", "connection", "geo", "hashes", "hyperloglog", "keys", "lists", "pubsub", "scripting",
+__all__ = ["admin", "bitmaps", "cluster", "connection", "geo", "hashes", "hyperloglog", "keys", "lcs", "lists", "pubsub", "scripting",
            "sets", "sort", "stream_groups", "streams", "strings", "txn", "zsets"]
