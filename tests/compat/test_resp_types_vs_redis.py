@@ -10,7 +10,6 @@ RESP2 and RESP3, to find what the scripts did not think of.
 from __future__ import annotations
 
 import random
-
 import sys
 from collections.abc import Iterator
 from pathlib import Path
