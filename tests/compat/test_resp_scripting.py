@@ -545,3 +545,57 @@ def test_function_libraries_are_data_kept_across_flushall_and_a_restart(
         assert redis.Redis(port=proc.port).function_list() == []
     finally:
         assert proc.stop() == 0
+
+
+# -- SHUTDOWN ---------------------------------------------------------------------------------
+def test_shutdown_errors_reply_like_redis(servers: tuple[int, int]) -> None:
+    compare(servers, [("SHUTDOWN", "ABORT"), ("SHUTDOWN", "BOGUS"), ("SHUTDOWN", "SAVE", "NOSAVE"),
+                      ("SHUTDOWN", "ABORT", "NOSAVE")], exact=True)
+
+
+def test_shutdown_stops_the_server_cleanly_and_keeps_what_was_written(tmp_path: Path) -> None:
+    proc = start_tuffdb(tmp_path / "t", appendfsync="everysec")
+    r = redis.Redis(port=proc.port)
+    r.set("kept", "1")
+    r.rpush("list", "a", "b")
+    with pytest.raises(redis.ConnectionError):
+        r.execute_command("SHUTDOWN")  # no reply: the connection closes
+    assert proc.proc.wait(30) == 0
+    assert proc.stop() == 0
+    proc = start_tuffdb(tmp_path / "t", appendfsync="everysec")
+    try:
+        r = redis.Redis(port=proc.port)
+        assert r.get("kept") == b"1"
+        assert r.lrange("list", 0, -1) == [b"a", b"b"]
+    finally:
+        assert proc.stop() == 0
+
+
+def test_shutdown_nosave_stops_an_unkillable_script_and_drops_its_writes(tmp_path: Path) -> None:
+    """The way out Redis names in its BUSY reply: without NOSAVE, SHUTDOWN is refused;
+    with it, the script is stopped, its writes dropped, the rest kept."""
+    proc = start_tuffdb(tmp_path / "t", appendfsync="always")
+    admin, runner = RawClient(proc.port), RawClient(proc.port)
+    try:
+        admin.call("SET", "before", "1")
+        admin.call("CONFIG", "SET", "busy-reply-threshold", "100")
+        runner.send("EVAL", "redis.call('SET', 'during', '1') while true do end", "0")
+        deadline = time.monotonic() + WAIT_S
+        while admin.call("PING") == b"+PONG\r\n":
+            assert time.monotonic() < deadline
+        assert admin.call("SCRIPT", "KILL").startswith(b"-UNKILLABLE")
+        assert admin.call("SHUTDOWN") == (b"-BUSY Redis is busy running a script. You can only "
+                                          b"call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n")
+        admin.send("SHUTDOWN", "NOSAVE")
+        assert proc.proc.wait(30) == 0
+    finally:
+        admin.close()
+        runner.close()
+        proc.stop()
+    proc = start_tuffdb(tmp_path / "t", appendfsync="always")
+    try:
+        r = redis.Redis(port=proc.port)
+        assert r.get("before") == b"1"
+        assert r.get("during") is None
+    finally:
+        assert proc.stop() == 0

@@ -362,6 +362,21 @@ def test_sigterm_persists_acknowledged_writes_with_durability_none(
     assert again.finish() == 0
 
 
+def test_resp_shutdown_stops_every_face_as_sigterm_does(start: Any) -> None:
+    """SHUTDOWN on the RESP port asks the host to stop: every face stops in reverse order,
+    exit code 0, and the log says who asked."""
+    resp = free_port()
+    server = start("--admin-port", "0", "--resp-port", str(resp), "--grpc-port",
+                   str(free_port()), "--http-port", str(free_port()))
+    server.wait_for("ready")
+    client = redis.Redis(port=resp, socket_timeout=WAIT_S)
+    with pytest.raises(redis.ConnectionError):
+        client.execute_command("SHUTDOWN")
+    assert server.finish() == 0, server.lines
+    assert server.events("shutdown requested")[0]["by"] == "RESP SHUTDOWN"
+    assert [line["face"] for line in server.events("face stopped")] == ["http", "grpc", "resp"]
+
+
 def test_lifecycle_lines_are_written_even_at_log_level_error(start: Any) -> None:
     server = start("--admin-port", "0", "--resp-port", str(free_port()), "--grpc-port", "0",
                    "--http-port", "0", "--log-level", "error", fakes={"resp": "ok"})

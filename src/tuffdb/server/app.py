@@ -35,6 +35,7 @@ from tuffdb.errors import Error
 from tuffdb.log import configure, get_logger
 from tuffdb.server.admin import AdminServer
 from tuffdb.server.config import ServeConfig, redacted
+from tuffdb.server.face import set_shutdown_handler
 from tuffdb.storage.descriptors import raise_open_file_limit
 
 if TYPE_CHECKING:
@@ -214,6 +215,11 @@ class Host:
         log.warning("restarting", reason=reason)
         loop.call_soon_threadsafe(self._stop.set)
 
+    def _on_shutdown_command(self) -> None:
+        if not self._stop.is_set():
+            log.info("shutdown requested", by="RESP SHUTDOWN", action="graceful shutdown")
+            self._stop.set()
+
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
         if self._stop.is_set():
@@ -327,6 +333,7 @@ class Host:
         loop = self._loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
+        set_shutdown_handler(self._on_shutdown_command)
         log.info("starting", version=__version__, pid=os.getpid(), loop=self.loop_name,
                  python=sys.version.split()[0])
         log.info("config", **redacted(self.config))
@@ -355,6 +362,7 @@ class Host:
         log.info("stopped", exit_code=code)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+        set_shutdown_handler(None)
         return code
 
 

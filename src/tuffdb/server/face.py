@@ -19,7 +19,10 @@ Lifecycle, driven by the host on one asyncio event loop (uvloop when available):
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # The cluster node of this process (``tuffdb.cluster.node.Node``), set by the host before
 # it creates the faces when ``--cluster`` is given, None otherwise. A face attaches its
@@ -35,6 +38,26 @@ def cluster_node() -> Any:
 def set_cluster_node(node: Any) -> None:
     global _CLUSTER_NODE  # noqa: PLW0603 - one node per process, set by the host
     _CLUSTER_NODE = node
+
+
+# How a face asks the process to stop as a signal would (RESP's SHUTDOWN), set by the host
+# that owns the process (``tuffdb serve``, ``python -m tuffdb.server.resp``); None when a
+# face is embedded in someone else's process, which only its owner may stop.
+_SHUTDOWN: Callable[[], None] | None = None
+
+
+def set_shutdown_handler(handler: Callable[[], None] | None) -> None:
+    global _SHUTDOWN  # noqa: PLW0603 - one host per process
+    _SHUTDOWN = handler
+
+
+def request_shutdown() -> bool:
+    """Ask the host to shut the process down gracefully (called on the event loop);
+    False when there is no host to ask."""
+    if _SHUTDOWN is None:
+        return False
+    _SHUTDOWN()
+    return True
 
 
 class Face(Protocol):

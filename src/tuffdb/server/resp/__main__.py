@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from tuffdb.server.face import set_shutdown_handler
 from tuffdb.server.resp import create
 from tuffdb.server.resp.server import DEFAULT_CACHE_MB, TO_ENGINE
 
@@ -50,7 +51,9 @@ async def serve(config: SimpleNamespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    set_shutdown_handler(stop.set)
     await stop.wait()
+    set_shutdown_handler(None)
     await face.stop()
 
 

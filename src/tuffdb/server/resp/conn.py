@@ -188,7 +188,7 @@ class Conn(asyncio.Protocol):
         for args in self.queue:
             name = args[0].lower()
             if name in ALLOWED_BUSY or (name == killer and len(args) == 2  # noqa: PLR2004
-                                        and args[1].lower() == b"kill"):
+                                        and args[1].lower() == b"kill") or name == b"shutdown":
                 out.append(self.execute(args))
             else:
                 out.append(busy)

@@ -42,13 +42,14 @@ DEFAULT_BUSY_MS = 5000
 class Context:
     """The script being run."""
 
-    __slots__ = ("conn", "function", "killed", "readonly", "sha", "wrote")
+    __slots__ = ("abandoned", "conn", "function", "killed", "readonly", "sha", "wrote")
 
     def __init__(self, conn: Conn, sha: str, readonly: bool,
                  function: str | None = None) -> None:
         self.conn = conn
         self.sha = sha
         self.function = function  # the name, for a library's function (FCALL)
+        self.abandoned = False  # SHUTDOWN NOSAVE stopped it: its writes are dropped
         self.readonly = readonly
         self.wrote = False
         self.killed = False
@@ -154,7 +155,7 @@ class Scripts:
             conn.db = outer_db
             conn.enc = outer_enc
             conn.no_block -= 1
-            if overlay is not outer_db:
+            if overlay is not outer_db and not ctx.abandoned:
                 overlay.commit()
 
     def start(self, conn: Conn, run: ScriptRun) -> Handle:
@@ -221,6 +222,14 @@ class Scripts:
                     "a hard way using the SHUTDOWN NOSAVE command.")
         ctx.killed = True
         return ""
+
+    def abandon(self) -> None:
+        """SHUTDOWN NOSAVE: stop the running script at its next line, written or not, and
+        drop its writes (they are in its overlay, never committed)."""
+        ctx = self.current
+        if ctx is not None and self.owner is not None:
+            ctx.abandoned = True
+            ctx.killed = True
 
     def _acl_check(self, *args: Any) -> bool:
         if not args:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tuffdb.server.face import request_shutdown
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.blocking import Waiter
 from tuffdb.server.resp.commands.cluster import replication_section
@@ -75,6 +76,32 @@ def _sync_in_thread(srv: RespServer) -> asyncio.Future[None]:
 
     fut.add_done_callback(done)
     return fut
+
+
+@command("shutdown", -1, "admin noscript loading stale", group="server")
+def shutdown(c: Conn, a: list[bytes]) -> bytes:
+    """Stop the server as SIGTERM does (every face of ``tuffdb serve``): in-flight writes
+    are answered, the stores fsynced and closed. The connection closes without a reply.
+    NOSAVE also stops a script past its busy threshold, even one that wrote, dropping its
+    writes (the way out Redis offers); SAVE, NOW and FORCE change nothing here: every
+    stop makes acknowledged writes durable."""
+    opts = [x.lower() for x in a[1:]]
+    if any(o not in (b"nosave", b"save", b"now", b"force", b"abort") for o in opts) or \
+            (b"save" in opts and b"nosave" in opts) or (b"abort" in opts and len(opts) > 1):
+        raise CommandError("ERR syntax error")
+    if b"abort" in opts:
+        raise CommandError("ERR No shutdown in progress.")
+    scripts = c.srv.scripts
+    if scripts.busy and scripts.owner is not None and scripts.owner is not c:
+        if b"nosave" not in opts:
+            raise CommandError("BUSY Redis is busy running a script. You can only call "
+                               "SCRIPT KILL or SHUTDOWN NOSAVE.")
+        scripts.abandon()
+    if not request_shutdown():
+        raise CommandError("ERR SHUTDOWN is not offered here: this RESP face runs inside "
+                           "another program, which stops it")
+    c.close_now()
+    return b""
 
 
 @command("save", 1, "admin noscript", group="server")
