@@ -19,7 +19,7 @@ import pytest
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from resp_harness import NEEDS_REDIS, RawClient, tuffdb_and_redis  # noqa: E402
+from resp_harness import NEEDS_REDIS, RawClient, compare, tuffdb_and_redis  # noqa: E402
 
 pytestmark = NEEDS_REDIS
 
@@ -194,3 +194,67 @@ def test_stream_readers_block_until_an_entry_is_added(servers: tuple[int, int]) 
     out = both(servers, scenario)
     assert out[0] == b"_\r\n"
     assert b"new" in out[2]
+
+
+# -- CLIENT UNBLOCK and CLIENT KILL ------------------------------------------------------------
+def _id(client: RawClient) -> str:
+    return client.call("CLIENT", "ID").decode()[1:-2]
+
+
+def _unblock_until_blocked(admin: RawClient, target: str, *how: str) -> bytes:
+    """CLIENT UNBLOCK answers 0 until the target's BLPOP has reached the server."""
+    deadline = time.monotonic() + 30
+    while (out := admin.call("CLIENT", "UNBLOCK", target, *how)) == b":0\r\n":
+        assert time.monotonic() < deadline
+    return out
+
+
+def _closed(client: RawClient) -> str:
+    try:
+        return repr(client.read())
+    except (ConnectionError, OSError):
+        return "closed"
+
+
+def _kill_and_unblock(port: int) -> list[str]:
+    admin, blocked, subscriber = RawClient(port), RawClient(port), RawClient(port)
+    try:
+        out = []
+        bid, sid = _id(blocked), _id(subscriber)
+        blocked.send("BLPOP", "q", "0")
+        out += [_unblock_until_blocked(admin, bid).decode(), blocked.read().decode()]
+        blocked.send("BLPOP", "q", "0")
+        out += [_unblock_until_blocked(admin, bid, "ERROR").decode(), blocked.read().decode()]
+        out.append(admin.call("CLIENT", "UNBLOCK", sid).decode())
+        out.append(subscriber.call("SUBSCRIBE", "ch").decode())
+        out.append(admin.call("CLIENT", "KILL", "TYPE", "pubsub").decode())
+        out.append(_closed(subscriber))
+        out.append(admin.call("CLIENT", "KILL", "ID", bid).decode())
+        out.append(_closed(blocked))
+        me = next(part.split("=", 1)[1] for part in admin.call("CLIENT", "INFO").decode().split()
+                  if part.startswith("addr="))
+        out.append(admin.call("CLIENT", "KILL", "ADDR", me).decode())  # SKIPME yes by default
+        out.append(admin.call("CLIENT", "KILL", me).decode())  # the old form: itself, after
+        out.append(_closed(admin))
+        return out
+    finally:
+        for x in (admin, blocked, subscriber):
+            x.close()
+
+
+def test_client_unblock_and_kill_act_as_in_redis(servers: tuple[int, int]) -> None:
+    ours, theirs = _kill_and_unblock(servers[0]), _kill_and_unblock(servers[1])
+    assert ours == theirs
+    assert ours[:4] == [":1\r\n", "*-1\r\n", ":1\r\n",
+                        "-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"]
+    assert ours[-1] == "closed"
+
+
+def test_client_kill_and_unblock_errors_reply_like_redis(servers: tuple[int, int]) -> None:
+    compare(servers, [("CLIENT", "KILL", "1.2.3.4:5"), ("CLIENT", "KILL", "ID", "abc"),
+                      ("CLIENT", "KILL", "ID", "999999"), ("CLIENT", "KILL", "TYPE", "foo"),
+                      ("CLIENT", "KILL", "USER", "nobody"), ("CLIENT", "KILL", "BOGUS", "x"),
+                      ("CLIENT", "KILL", "ID"), ("CLIENT", "KILL", "SKIPME", "maybe"),
+                      ("CLIENT", "UNBLOCK", "999999"), ("CLIENT", "UNBLOCK", "abc"),
+                      ("CLIENT", "UNBLOCK", "1", "foo"), ("CLIENT", "NO-EVICT", "on"),
+                      ("CLIENT", "NO-EVICT", "maybe"), ("CLIENT", "GETREDIR")], exact=True)

@@ -111,6 +111,11 @@ class Blocking:
         self._forget(w)
         w.conn.unblocked(w.blocked.timeout_reply, wrote=False)
 
+    def unblock(self, w: Waiter, out: bytes | None) -> None:
+        """CLIENT UNBLOCK: answer ``out``, or the command's timeout reply when None."""
+        self._forget(w)
+        w.conn.unblocked(w.blocked.timeout_reply if out is None else out, wrote=False)
+
     def drop(self, conn: Conn) -> None:
         """The connection closed while blocked."""
         w = conn.blocked

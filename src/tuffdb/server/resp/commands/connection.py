@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 from tuffdb.server.resp import reply
+from tuffdb.server.resp.blocking import Waiter
 from tuffdb.server.resp.commands.common import to_int
 from tuffdb.server.resp.reply import ENCODERS, Resp2
 from tuffdb.server.resp.server import REDIS_COMPAT_VERSION
@@ -146,6 +147,76 @@ def _check_name(name: bytes) -> None:
             "ERR Client names cannot contain spaces, newlines or special characters.")
 
 
+def _kill(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0912
+    """CLIENT KILL ip:port (OK or an error), or by filters (how many were killed)."""
+    clients = list(c.srv.clients.values())
+    if len(a) == 3:  # noqa: PLR2004 - the old form
+        victims = [x for x in clients if x.addr.encode() == a[2]]
+        if not victims:
+            raise CommandError("ERR No such client")
+        _close(c, victims[:1])
+        return reply.OK
+    if len(a) % 2:
+        raise CommandError("ERR syntax error")
+    skipme = True
+    tests = []
+    for i in range(2, len(a), 2):
+        opt, value = a[i].lower(), a[i + 1]
+        if opt == b"id":
+            try:
+                wanted = int(value)
+            except ValueError:
+                wanted = 0
+            if wanted <= 0:
+                raise CommandError("ERR client-id should be greater than 0")
+            tests.append(lambda x, w=wanted: x.id == w)
+        elif opt == b"type":
+            kind = value.lower()
+            if kind not in (b"normal", b"master", b"slave", b"replica", b"pubsub"):
+                raise CommandError(
+                    f"ERR Unknown client type '{value.decode('utf-8', 'replace')}'")
+            tests.append(lambda x, k=kind: (k == b"pubsub") == bool(x.subscribed)
+                         and k in (b"normal", b"pubsub"))
+        elif opt == b"user":
+            if value != b"default":
+                raise CommandError(f"ERR No such user '{value.decode('utf-8', 'replace')}'")
+        elif opt == b"addr":
+            tests.append(lambda x, v=value: x.addr.encode() == v)
+        elif opt == b"laddr":
+            tests.append(lambda x, v=value: x.laddr.encode() == v)
+        elif opt == b"skipme":
+            if value.lower() not in (b"yes", b"no"):
+                raise CommandError("ERR syntax error")
+            skipme = value.lower() == b"yes"
+        else:
+            raise CommandError("ERR syntax error")
+    victims = [x for x in clients if all(t(x) for t in tests) and not (skipme and x is c)]
+    _close(c, victims)
+    return reply.integer(len(victims))
+
+
+def _close(c: Conn, victims: list[Conn]) -> None:
+    for x in victims:
+        if x is c:
+            c.close_after_reply()  # the killer itself: after this reply, as Redis does
+        else:
+            x.close_now()
+
+
+def _unblock(c: Conn, a: list[bytes]) -> bytes:
+    """CLIENT UNBLOCK id [TIMEOUT|ERROR]: end a blocking command as if it timed out."""
+    target = c.srv.clients.get(to_int(a[2]))
+    how = a[3].lower() if len(a) == 4 else b"timeout"  # noqa: PLR2004
+    if how not in (b"timeout", b"error"):
+        raise CommandError("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+    waiter = target.blocked if target is not None else None
+    if not isinstance(waiter, Waiter) or waiter.done:
+        return reply.ZERO
+    c.srv.blocking.unblock(waiter, None if how == b"timeout" else
+                           reply.error("UNBLOCKED client unblocked via CLIENT UNBLOCK"))
+    return reply.ONE
+
+
 def client_line(c: Conn) -> bytes:
     now = time.time()
     idle = int(time.monotonic() - c.last_active)
@@ -163,7 +234,8 @@ def client_line(c: Conn) -> bytes:
 
 @command("client", -2, "noscript loading stale", group="connection", since="2.4.0")
 def client(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0911  (one branch per subcommand)
-    """CLIENT ID | SETNAME | GETNAME | INFO | LIST | SETINFO | HELP."""
+    """CLIENT ID | SETNAME | GETNAME | INFO | LIST | SETINFO | KILL | UNBLOCK | NO-EVICT |
+    GETREDIR | HELP."""
     sub = a[1].lower()
     if sub == b"id" and len(a) == 2:
         return reply.integer(c.id)
@@ -187,9 +259,21 @@ def client(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0911  (one branc
         else:
             c.lib_ver = a[3]
         return reply.OK
+    if sub == b"kill" and len(a) >= 3:  # noqa: PLR2004
+        return _kill(c, a)
+    if sub == b"unblock" and len(a) in (3, 4):
+        return _unblock(c, a)
+    if sub == b"no-evict" and len(a) == 3:  # noqa: PLR2004 - nothing is evicted here
+        if a[2].lower() not in (b"on", b"off"):
+            raise CommandError("ERR syntax error")
+        return reply.OK
+    if sub == b"getredir" and len(a) == 2:  # noqa: PLR2004 - no client-side caching
+        return reply.integer(-1)
     if sub == b"help":
         lines = [b"CLIENT <subcommand> [<arg> ...]. Subcommands are:", b"ID", b"GETNAME",
-                 b"SETNAME <name>", b"INFO", b"LIST", b"SETINFO <LIB-NAME|LIB-VER> <value>"]
+                 b"SETNAME <name>", b"INFO", b"LIST", b"SETINFO <LIB-NAME|LIB-VER> <value>",
+                 b"KILL <ip:port>", b"KILL <option> <value> [<option> <value> [...]]",
+                 b"UNBLOCK <clientid> [TIMEOUT|ERROR]", b"NO-EVICT (ON|OFF)", b"GETREDIR"]
         return reply.array([reply.simple(x) for x in lines])
     if sub in (b"id", b"setname", b"getname", b"info", b"setinfo"):
         raise CommandError(
