@@ -10,6 +10,7 @@ never blocking, float timeouts, RESP3 nulls.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -258,3 +259,43 @@ def test_client_kill_and_unblock_errors_reply_like_redis(servers: tuple[int, int
                       ("CLIENT", "UNBLOCK", "999999"), ("CLIENT", "UNBLOCK", "abc"),
                       ("CLIENT", "UNBLOCK", "1", "foo"), ("CLIENT", "NO-EVICT", "on"),
                       ("CLIENT", "NO-EVICT", "maybe"), ("CLIENT", "GETREDIR")], exact=True)
+
+
+# -- MONITOR ----------------------------------------------------------------------------------
+MONITORED = [
+    ("SET", "k", b'a"b\\c\n\x01\xc3\xa9 \x7f'), ("GET", "k"), ("HELLO", "2"),
+    ("HELLO", "2", "AUTH", "default", "pw"), ("AUTH", "pw"), ("AUTH", "u", "pw"),
+    ("CLIENT", "ID"), ("CLIENT", "LIST"), ("CONFIG", "GET", "timeout"),
+    ("EVAL", "return redis.call('GET', KEYS[1])", "1", "k"), ("FCALL", "nosuch", "0"),
+    ("MULTI",), ("SET", "t", "1"), ("INCR", "t"), ("EXEC",), ("NOSUCH",), ("LPUSH", "k", "x"),
+    ("GET",), ("ECHO", "hi"), ("PING",),
+]
+
+
+def _monitor(port: int) -> list[bytes]:
+    """What a MONITOR client sees of another client's commands, times and addresses
+    replaced (the script's ``lua`` source kept)."""
+    mon, client = RawClient(port), RawClient(port)
+    try:
+        assert mon.call("MONITOR") == b"+OK\r\n"
+        for cmd in MONITORED:
+            client.call(*cmd)
+        seen = []
+        while True:
+            line = mon.read()
+            seen.append(re.sub(rb"^\+\d+\.\d{6} \[0 ([0-9.:]+|lua)\]",
+                               lambda m: b"+T [0 " + (b"lua" if m.group(1) == b"lua"
+                                                      else b"ADDR") + b"]", line))
+            if line.endswith(b'"PING"\r\n'):
+                return seen
+    finally:
+        mon.close()
+        client.close()
+
+
+def test_monitor_reports_commands_as_redis_does(servers: tuple[int, int]) -> None:
+    """Quoting, AUTH redacted, admin commands left out, a script before its calls (from
+    ``lua``), MULTI's commands when EXEC runs them, refused commands left out."""
+    ours, theirs = _monitor(servers[0]), _monitor(servers[1])
+    assert ours == theirs
+    assert b"+T [0 lua] \"GET\" \"k\"\r\n" in ours

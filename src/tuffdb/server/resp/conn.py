@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 from tuffdb import errors
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.blocking import Parked
+from tuffdb.server.resp.monitor import feed as feed_monitors
 from tuffdb.server.resp.parser import RequestParser
 from tuffdb.server.resp.table import BATCHED, TABLE, CommandError
 
@@ -130,6 +131,7 @@ class Conn(asyncio.Protocol):
         self.closing = True
         srv = self.srv
         srv.clients.pop(self.id, None)
+        srv.monitors.discard(self)
         self.unwatch()
         if self.channels or self.patterns:
             srv.hub.drop(self)
@@ -210,7 +212,7 @@ class Conn(asyncio.Protocol):
                 and not self.channels and not self.patterns:
             name = queue[0][0]
             lname = name.lower()
-            many = BATCHED.get(lname)
+            many = BATCHED.get(lname) if not self.srv.monitors else None
             if many is not None and list(map(_name, queue)).count(name) == len(queue):
                 out = many(self, queue)
                 i = len(out)
@@ -398,6 +400,8 @@ class Conn(asyncio.Protocol):
             self.multi_error = self.multi is not None
             return reply.error(f"ERR wrong number of arguments for '{spec.name}' command")
         if self.multi is None and self.authed and not self.channels and not self.patterns:
+            if self.srv.monitors:
+                return self.call(spec, args)
             # Fast path, the common case: call() inlined.
             if spec.write:
                 node = self.srv.node
@@ -427,6 +431,17 @@ class Conn(asyncio.Protocol):
         return self.call(spec, args)
 
     def call(self, spec: Spec, args: list[bytes]) -> bytes:
+        if self.srv.monitors:
+            if "skip_monitor" in spec.flags:  # a script: reported first, then its calls
+                feed_monitors(self, spec, args)
+                return self._call(spec, args)
+            try:
+                return self._call(spec, args)
+            finally:
+                feed_monitors(self, spec, args)
+        return self._call(spec, args)
+
+    def _call(self, spec: Spec, args: list[bytes]) -> bytes:
         if spec.write:
             node = self.srv.node
             if node is not None and not node.is_leader():

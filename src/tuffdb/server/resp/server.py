@@ -112,6 +112,7 @@ class RespServer:
                                                 DEFAULT_OUTPUT_LIMITS))
         self.normal_hard_limit, self.pubsub_hard_limit = hard_limits(self.output_limits)
         self.clients: dict[int, Conn] = {}
+        self.monitors: set[Conn] = set()  # clients that ran MONITOR (monitor.py)
         self.next_id = itertools.count(1)
         self.hub = Hub()
         self.pending_flush: list[Conn] = []  # connections with output to flush this pass

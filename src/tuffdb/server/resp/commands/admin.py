@@ -78,6 +78,15 @@ def _sync_in_thread(srv: RespServer) -> asyncio.Future[None]:
     return fut
 
 
+@command("monitor", 1, "admin noscript loading stale", group="server", since="1.0.0")
+def monitor(c: Conn, a: list[bytes]) -> bytes:
+    """Stream every command the server runs to this client (monitor.py)."""
+    if c.multi is not None:
+        raise CommandError("ERR MONITOR isn't allowed for DENY BLOCKING client")
+    c.srv.monitors.add(c)
+    return reply.OK
+
+
 @command("shutdown", -1, "admin noscript loading stale", group="server")
 def shutdown(c: Conn, a: list[bytes]) -> bytes:
     """Stop the server as SIGTERM does (every face of ``tuffdb serve``): in-flight writes

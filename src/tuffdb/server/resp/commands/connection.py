@@ -138,6 +138,7 @@ def reset(c: Conn, a: list[bytes]) -> bytes:
     c.name = b""
     c.enc = Resp2
     c.authed = c.srv.requirepass is None
+    c.srv.monitors.discard(c)
     return b"+RESET\r\n"
 
 
