@@ -376,6 +376,15 @@ def _lcs_script() -> Script:
 
 LCS_SCRIPT = _lcs_script()
 
+# MEMORY, SLOWLOG, LATENCY: the replies whose values do not depend on the server's own
+# bookkeeping (errors, a missing key); MEMORY USAGE's estimates are tuffdb's own.
+INTROSPECTION: Script = [
+    ("SET", "k", "v"), ("MEMORY", "USAGE", "nokey"), ("MEMORY", "USAGE", "k", "bogus"),
+    ("MEMORY", "USAGE", "k", "SAMPLES", "x"), ("MEMORY", "BOGUS"), ("MEMORY", "PURGE"),
+    ("SLOWLOG", "BOGUS"), ("SLOWLOG", "GET", "-2"), ("SLOWLOG", "GET", "x"),
+    ("SLOWLOG", "RESET"), ("LATENCY", "BOGUS"), ("OBJECT", "FREQ", "k"),
+]
+
 RESP3: Script = [
     ("HELLO", "3"), ("SADD", "s", "a", "b"), ("SMEMBERS", "s"), ("SINTER", "s", "s"),
     ("SPOP", "s", "0"), ("SRANDMEMBER", "s", "5"), ("SMISMEMBER", "s", "a", "x"),
@@ -393,7 +402,7 @@ RESP3: Script = [
 
 
 @pytest.mark.parametrize("name", ["LISTS", "SETS", "ZSETS", "GENERIC", "COPIES", "SORTS",
-                                  "LCS_SCRIPT", "RESP3"])
+                                  "LCS_SCRIPT", "INTROSPECTION", "RESP3"])
 def test_type_scripts_reply_like_redis(servers: tuple[int, int], name: str) -> None:
     compare(servers, globals()[name])
 
@@ -587,3 +596,22 @@ def test_pipelines_of_one_collection_command_reply_like_redis(
     setup = [*setup, ("DISCARD",)]
     assert run_pipelines(servers[0], setup, same, reads) == run_pipelines(servers[1], setup,
                                                                           same, reads)
+
+
+def test_memory_usage_estimates_grow_with_what_a_key_holds(servers: tuple[int, int]) -> None:
+    """MEMORY USAGE (tuffdb's own estimate): at least the bytes stored, scaling with a
+    collection's size whether it samples 5 elements or all of them."""
+    c = RawClient(servers[0])
+    try:
+        c.call("FLUSHALL")
+        c.call("SET", "s", "x" * 1000)
+        c.call("RPUSH", "l", *[f"e{i:04d}" for i in range(10)])
+        small = int(c.call("MEMORY", "USAGE", "l")[1:-2])
+        c.call("RPUSH", "l", *[f"e{i:04d}" for i in range(10, 1000)])
+        big = int(c.call("MEMORY", "USAGE", "l")[1:-2])
+        every = int(c.call("MEMORY", "USAGE", "l", "SAMPLES", "0")[1:-2])
+        assert int(c.call("MEMORY", "USAGE", "s")[1:-2]) >= 1000
+        assert big > 50 * small  # 100x the elements: ~100x the bytes
+        assert abs(every - big) <= big // 10
+    finally:
+        c.close()

@@ -8,6 +8,7 @@ from tuffdb.server.resp.commands import (
     geo,
     hashes,
     hyperloglog,
+    introspection,
     keys,
     lcs,
     lists,
@@ -22,5 +23,5 @@ from tuffdb.server.resp.commands import (
     zsets,
 )
 
-__all__ = ["admin", "bitmaps", "cluster", "connection", "geo", "hashes", "hyperloglog", "keys", "lcs", "lists", "pubsub", "scripting",
+__all__ = ["admin", "bitmaps", "cluster", "connection", "geo", "hashes", "hyperloglog", "introspection", "keys", "lcs", "lists", "pubsub", "scripting",
            "sets", "sort", "stream_groups", "streams", "strings", "txn", "zsets"]
