@@ -385,6 +385,47 @@ INTROSPECTION: Script = [
     ("SLOWLOG", "RESET"), ("LATENCY", "BOGUS"), ("OBJECT", "FREQ", "k"),
 ]
 
+# One database (MOVE, SWAPDB onto db 0), no Redis Cluster or Redis replication, the one
+# ACL user, COMMAND GETKEYS by the key specs.
+SINGLE_NODE: Script = [
+    ('SET', 'k', 'v'),
+    ('MOVE', 'k', '0'),
+    ('MOVE', 'k', 'x'),
+    ('SWAPDB', '0', '0'),
+    ('SWAPDB', 'x', '1'),
+    ('SWAPDB', '0', 'x'),
+    ('READONLY',),
+    ('READWRITE',),
+    ('REPLICAOF', 'NO', 'ONE'),
+    ('SLAVEOF', 'no', 'one'),
+    ('ACL', 'WHOAMI'),
+    ('ACL', 'USERS'),
+    ('ACL', 'LIST'),
+    ('ACL', 'CAT'),
+    ('ACL', 'GETUSER', 'default'),
+    ('ACL', 'GETUSER', 'nobody'),
+    ('ACL', 'DELUSER', 'default'),
+    ('ACL', 'DELUSER', 'x'),
+    ('ACL', 'DRYRUN', 'default', 'get', 'x'),
+    ('ACL', 'DRYRUN', 'default', 'nosuch'),
+    ('ACL', 'DRYRUN', 'nobody', 'get', 'x'),
+    ('ACL', 'DRYRUN', 'default', 'get'),
+    ('ACL', 'CAT', 'nosuch'),
+    ('ACL', 'BOGUS'),
+    ('ACL', 'WHOAMI', 'x'),
+    ('COMMAND', 'GETKEYS', 'set', 'a', 'b'),
+    ('COMMAND', 'GETKEYS', 'mset', 'a', '1', 'b', '2'),
+    ('COMMAND', 'GETKEYS', 'get'),
+    ('COMMAND', 'GETKEYS', 'nosuch', 'a'),
+    ('COMMAND', 'GETKEYS', 'ping'),
+    ('COMMAND', 'GETKEYS', 'del', 'a', 'b', 'c'),
+    ('COMMAND', 'GETKEYS', 'rename', 'a', 'b'),
+    ('COMMAND', 'GETKEYS', 'lmove', 'a', 'b', 'LEFT', 'RIGHT'),
+    ('COMMAND', 'GETKEYS', 'blpop', 'a', 'b', '0'),
+    ('COMMAND', 'GETKEYS', 'smove', 'a', 'b', 'm'),
+    ('COMMAND', 'GETKEYS', 'getrange', 'k', '0', '1'),
+]
+
 RESP3: Script = [
     ("HELLO", "3"), ("SADD", "s", "a", "b"), ("SMEMBERS", "s"), ("SINTER", "s", "s"),
     ("SPOP", "s", "0"), ("SRANDMEMBER", "s", "5"), ("SMISMEMBER", "s", "a", "x"),
@@ -402,7 +443,7 @@ RESP3: Script = [
 
 
 @pytest.mark.parametrize("name", ["LISTS", "SETS", "ZSETS", "GENERIC", "COPIES", "SORTS",
-                                  "LCS_SCRIPT", "INTROSPECTION", "RESP3"])
+                                  "LCS_SCRIPT", "INTROSPECTION", "SINGLE_NODE", "RESP3"])
 def test_type_scripts_reply_like_redis(servers: tuple[int, int], name: str) -> None:
     compare(servers, globals()[name])
 

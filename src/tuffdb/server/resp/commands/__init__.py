@@ -1,6 +1,7 @@
 """Command handlers, one module per Redis command group; importing registers them."""
 
 from tuffdb.server.resp.commands import (
+    acl,
     admin,
     bitmaps,
     cluster,
@@ -23,5 +24,5 @@ from tuffdb.server.resp.commands import (
     zsets,
 )
 
-__all__ = ["admin", "bitmaps", "cluster", "connection", "geo", "hashes", "hyperloglog", "introspection", "keys", "lcs", "lists", "pubsub", "scripting",
+__all__ = ["acl", "admin", "bitmaps", "cluster", "connection", "geo", "hashes", "hyperloglog", "introspection", "keys", "lcs", "lists", "pubsub", "scripting",
            "sets", "sort", "stream_groups", "streams", "strings", "txn", "zsets"]

@@ -22,7 +22,14 @@ from tuffdb.server.resp.commands.keys import count_keys
 from tuffdb.server.resp.keyspace import user_ranges
 from tuffdb.server.resp.glob import compile_glob
 from tuffdb.server.resp.server import REDIS_COMPAT_VERSION, TO_ENGINE, hard_limits
-from tuffdb.server.resp.table import TABLE, CommandError, command, command_docs, command_info
+from tuffdb.server.resp.table import (
+    TABLE,
+    CommandError,
+    arity_ok,
+    command,
+    command_docs,
+    command_info,
+)
 
 if TYPE_CHECKING:
     from tuffdb.server.resp.conn import Conn
@@ -76,6 +83,38 @@ def _sync_in_thread(srv: RespServer) -> asyncio.Future[None]:
 
     fut.add_done_callback(done)
     return fut
+
+
+@command("swapdb", 3, "write fast", group="keyspace", since="4.0.0")
+def swapdb(c: Conn, a: list[bytes]) -> bytes:
+    """SWAPDB 0 0 (there is one database)."""
+    first = _db_index(a[1], "ERR invalid first DB index")
+    second = _db_index(a[2], "ERR invalid second DB index")
+    if first != 0 or second != 0:
+        raise CommandError("ERR DB index is out of range")
+    return reply.OK
+
+
+def _db_index(raw: bytes, message: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise CommandError(message) from None
+
+
+@command("bgrewriteaof", 1, "admin noscript", group="server", since="1.0.0")
+def bgrewriteaof(c: Conn, a: list[bytes]) -> bytes:
+    """Compact the engine's logs in the background (what rewriting Redis's AOF achieves:
+    dead records dropped)."""
+    loop = asyncio.get_running_loop()
+    loop.run_in_executor(None, c.srv.store.compact)
+    return reply.simple(b"Background append only file rewriting started")
+
+
+@command("lolwut", -1, "readonly fast", group="server", since="5.0.0")
+def lolwut(c: Conn, a: list[bytes]) -> bytes:
+    """Redis's toy command: here, the version line alone."""
+    return c.enc.verbatim(b"tuffdb, speaking Redis ver. " + REDIS_COMPAT_VERSION.encode() + b"\n")
 
 
 @command("monitor", 1, "admin noscript loading stale", group="server", since="1.0.0")
@@ -241,6 +280,8 @@ def command_(c: Conn, a: list[bytes]) -> bytes:
     sub = a[1].lower()
     if sub == b"count":
         return reply.integer(len(TABLE))
+    if sub == b"getkeys":
+        return _getkeys(c, a)
     if sub == b"list":
         return c.enc.bulks(list(TABLE))
     if sub == b"info":
@@ -253,6 +294,24 @@ def command_(c: Conn, a: list[bytes]) -> bytes:
                           for n in names if n in TABLE])
     raise CommandError(
         f"ERR unknown subcommand '{a[1].decode('utf-8', 'replace')}'. Try COMMAND HELP.")
+
+
+def _getkeys(c: Conn, a: list[bytes]) -> bytes:
+    """COMMAND GETKEYS cmd arg...: the keys by the command's key spec (first, last, step)."""
+    if len(a) < 4:  # noqa: PLR2004 - a command and at least one argument
+        raise CommandError("ERR wrong number of arguments for 'command|getkeys' command")
+    spec = TABLE.get(a[2].lower())
+    if spec is None:
+        raise CommandError("ERR Invalid command specified")
+    argv = a[2:]
+    if not arity_ok(spec, len(argv)):
+        raise CommandError("ERR Invalid number of arguments specified for command")
+    first, last, step = spec.first_key, spec.last_key, spec.step
+    if first <= 0:
+        raise CommandError("ERR The command has no key arguments")
+    end = len(argv) + last if last < 0 else last
+    return reply.array([reply.bulk(argv[i]) for i in range(first, min(end, len(argv) - 1) + 1,
+                                                            max(step, 1))])
 
 
 # -- INFO -------------------------------------------------------------------------------

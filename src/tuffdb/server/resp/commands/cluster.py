@@ -34,6 +34,37 @@ def _host_port(member: dict[str, Any]) -> tuple[str, int]:
     return str(member.get("advertise", "")), int(member.get("ports", {}).get("resp") or 0)
 
 
+@command("readonly", 1, "loading stale fast", group="cluster", since="3.0.0")
+def readonly(c: Conn, a: list[bytes]) -> bytes:
+    """Redis Cluster's read-from-replica switch (followers serve reads here anyway)."""
+    raise CommandError("ERR This instance has cluster support disabled")
+
+
+@command("readwrite", 1, "loading stale fast", group="cluster", since="3.0.0")
+def readwrite(c: Conn, a: list[bytes]) -> bytes:
+    """Redis Cluster's READONLY undone."""
+    raise CommandError("ERR This instance has cluster support disabled")
+
+
+def _replicaof(c: Conn, a: list[bytes]) -> bytes:
+    if a[1].lower() == b"no" and a[2].lower() == b"one":
+        return reply.OK  # already its own master (or a cluster node: etcd decides)
+    raise CommandError("ERR REPLICAOF is not offered: tuffdb replicates through its own "
+                       "cluster (tuffdb serve --cluster NAME --etcd URL), leadership in etcd")
+
+
+@command("replicaof", 3, "admin noscript stale", group="server", since="5.0.0")
+def replicaof(c: Conn, a: list[bytes]) -> bytes:
+    """REPLICAOF NO ONE (already so); following a Redis master is not offered."""
+    return _replicaof(c, a)
+
+
+@command("slaveof", 3, "admin noscript stale", group="server", since="1.0.0")
+def slaveof(c: Conn, a: list[bytes]) -> bytes:
+    """REPLICAOF under its old name."""
+    return _replicaof(c, a)
+
+
 @command("role", 1, "noscript loading stale fast", group="server", since="2.8.12")
 def role(c: Conn, a: list[bytes]) -> bytes:
     """master: [master, offset, [[ip, port, offset], ...]]; replica: [slave, ip, port,

@@ -231,6 +231,15 @@ def _rename(c: Conn, a: list[bytes], nx: bool) -> bytes:
     return reply.ONE if nx else reply.OK
 
 
+@command("move", 3, "write fast", (1, 1, 1), group="keyspace", since="1.0.0")
+def move(c: Conn, a: list[bytes]) -> bytes:
+    """MOVE key db: there is one database, 0, so a key can only be "moved" onto itself."""
+    db = to_int(a[2])
+    if db != 0:
+        raise CommandError("ERR DB index is out of range")
+    raise CommandError("ERR source and destination objects are the same")
+
+
 @command("copy", -3, "write denyoom", (1, 2, 1), group="keyspace", since="6.2.0")
 def copy(c: Conn, a: list[bytes]) -> bytes:
     """Copy a key's value (any type, its TTL too) to another key; O(elements), as in Redis."""
