@@ -6,6 +6,7 @@ from tuffdb.server.resp.commands import (
     bitmaps,
     cluster,
     connection,
+    dump,
     geo,
     hashes,
     hyperloglog,
@@ -24,5 +25,5 @@ from tuffdb.server.resp.commands import (
     zsets,
 )
 
-__all__ = ["acl", "admin", "bitmaps", "cluster", "connection", "geo", "hashes", "hyperloglog", "introspection", "keys", "lcs", "lists", "pubsub", "scripting",
+__all__ = ["acl", "admin", "bitmaps", "cluster", "connection", "dump", "geo", "hashes", "hyperloglog", "introspection", "keys", "lcs", "lists", "pubsub", "scripting",
            "sets", "sort", "stream_groups", "streams", "strings", "txn", "zsets"]
