@@ -299,3 +299,38 @@ def test_monitor_reports_commands_as_redis_does(servers: tuple[int, int]) -> Non
     ours, theirs = _monitor(servers[0]), _monitor(servers[1])
     assert ours == theirs
     assert b"+T [0 lua] \"GET\" \"k\"\r\n" in ours
+
+
+# -- CLIENT PAUSE -----------------------------------------------------------------------------
+def _flags(admin: RawClient, client_id: str) -> str:
+    listing = admin.call("CLIENT", "LIST").decode()
+    line = next(x for x in listing.splitlines() if f"id={client_id} " in x)
+    return line.split(" flags=", 1)[1].split(" ", 1)[0]
+
+
+def _paused_writes(port: int) -> list[bytes]:
+    """A WRITE pause holds a SET (the client shows flag b) while reads run; UNPAUSE lets
+    it through."""
+    admin, writer = RawClient(port), RawClient(port)
+    try:
+        admin.call("DEL", "paused")
+        wid = _id(writer)
+        out = [admin.call("CLIENT", "PAUSE", "30000", "WRITE")]
+        writer.send("SET", "paused", "1")
+        deadline = time.monotonic() + 30
+        while "b" not in _flags(admin, wid):
+            assert time.monotonic() < deadline
+        out += [admin.call("GET", "paused"), admin.call("CLIENT", "UNPAUSE"), writer.read(),
+                admin.call("GET", "paused")]
+        out += [admin.call("CLIENT", "PAUSE", "x"), admin.call("CLIENT", "PAUSE", "100", "BOGUS"),
+                admin.call("CLIENT", "PAUSE", "-1"), admin.call("CLIENT", "UNPAUSE")]
+        return out
+    finally:
+        admin.close()
+        writer.close()
+
+
+def test_client_pause_write_holds_writes_and_lets_reads_run(servers: tuple[int, int]) -> None:
+    ours, theirs = _paused_writes(servers[0]), _paused_writes(servers[1])
+    assert ours == theirs
+    assert ours[1:5] == [b"$-1\r\n", b"+OK\r\n", b"+OK\r\n", b"$1\r\n1\r\n"]

@@ -180,6 +180,10 @@ class Conn(asyncio.Protocol):
                     return
                 self._busy_batch()
                 continue
+            pause = self.srv.pause
+            if pause is not None and pause.holds(self.queue):
+                pause.held.add(self)  # CLIENT PAUSE: run when it ends (pause.py)
+                return
             self._batch()
 
     def _busy_batch(self) -> None:

@@ -37,6 +37,7 @@ from tuffdb.server.resp.sweeper import Sweeper
 
 if TYPE_CHECKING:
     from tuffdb.kv.store import KVStore
+    from tuffdb.server.resp.pause import Pause
 
 log = logging.getLogger("tuffdb.resp")
 
@@ -113,6 +114,7 @@ class RespServer:
         self.normal_hard_limit, self.pubsub_hard_limit = hard_limits(self.output_limits)
         self.clients: dict[int, Conn] = {}
         self.monitors: set[Conn] = set()  # clients that ran MONITOR (monitor.py)
+        self.pause: Pause | None = None  # CLIENT PAUSE in force (pause.py)
         self.next_id = itertools.count(1)
         self.hub = Hub()
         self.pending_flush: list[Conn] = []  # connections with output to flush this pass

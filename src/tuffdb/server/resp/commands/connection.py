@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.blocking import Waiter
+from tuffdb.server.resp.pause import Pause
 from tuffdb.server.resp.commands.common import to_int
 from tuffdb.server.resp.reply import ENCODERS, Resp2
 from tuffdb.server.resp.server import REDIS_COMPAT_VERSION
@@ -204,6 +205,26 @@ def _close(c: Conn, victims: list[Conn]) -> None:
             x.close_now()
 
 
+def _pause(c: Conn, a: list[bytes]) -> bytes:
+    """CLIENT PAUSE ms [WRITE|ALL] (pause.py); a new pause replaces one in force."""
+    ms = to_int(a[2], "ERR timeout is not an integer or out of range")
+    if ms < 0:
+        raise CommandError("ERR timeout is negative")
+    mode = a[3].lower() if len(a) == 4 else b"all"  # noqa: PLR2004
+    if mode not in (b"write", b"all"):
+        raise CommandError("ERR CLIENT PAUSE mode must be WRITE or ALL")
+    srv = c.srv
+    old = srv.pause
+    srv.pause = Pause(srv, ms / 1000, writes_only=mode == b"write")
+    if old is not None:  # its held clients go on, or are held again by the new one
+        old.timer.cancel()
+        held, old.held = old.held, set()
+        for x in held:
+            if not x.closing and x is not c:
+                x.resume()
+    return reply.OK
+
+
 def _unblock(c: Conn, a: list[bytes]) -> bytes:
     """CLIENT UNBLOCK id [TIMEOUT|ERROR]: end a blocking command as if it timed out."""
     target = c.srv.clients.get(to_int(a[2]))
@@ -221,7 +242,10 @@ def _unblock(c: Conn, a: list[bytes]) -> bytes:
 def client_line(c: Conn) -> bytes:
     now = time.time()
     idle = int(time.monotonic() - c.last_active)
-    flags = ("P" if c.subscribed else "") + ("x" if c.multi is not None else "") or "N"
+    pause = c.srv.pause
+    held = c.blocked is not None or (pause is not None and c in pause.held)
+    flags = ("P" if c.subscribed else "") + ("x" if c.multi is not None else "") + \
+        ("b" if held else "") or "N"
     return (
         f"id={c.id} addr={c.addr} laddr={c.laddr} fd=-1 name={c.name.decode('latin-1')} "
         f"age={int(now - c.created)} idle={idle} flags={flags} db=0 sub={len(c.channels)} "
@@ -264,6 +288,12 @@ def client(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0911  (one branc
         return _kill(c, a)
     if sub == b"unblock" and len(a) in (3, 4):
         return _unblock(c, a)
+    if sub == b"pause" and len(a) in (3, 4):
+        return _pause(c, a)
+    if sub == b"unpause" and len(a) == 2:  # noqa: PLR2004
+        if c.srv.pause is not None:
+            c.srv.pause.end()
+        return reply.OK
     if sub == b"no-evict" and len(a) == 3:  # noqa: PLR2004 - nothing is evicted here
         if a[2].lower() not in (b"on", b"off"):
             raise CommandError("ERR syntax error")
