@@ -383,6 +383,7 @@ INTROSPECTION: Script = [
     ("MEMORY", "USAGE", "k", "SAMPLES", "x"), ("MEMORY", "BOGUS"), ("MEMORY", "PURGE"),
     ("SLOWLOG", "BOGUS"), ("SLOWLOG", "GET", "-2"), ("SLOWLOG", "GET", "x"),
     ("SLOWLOG", "RESET"), ("LATENCY", "BOGUS"), ("OBJECT", "FREQ", "k"),
+    ("DEBUG", "SLEEP", "0"), ("DEBUG", "OBJECT", "k"),
 ]
 
 # One database (MOVE, SWAPDB onto db 0), no Redis Cluster or Redis replication, the one

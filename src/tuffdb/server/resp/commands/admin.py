@@ -117,6 +117,15 @@ def lolwut(c: Conn, a: list[bytes]) -> bytes:
     return c.enc.verbatim(b"tuffdb, speaking Redis ver. " + REDIS_COMPAT_VERSION.encode() + b"\n")
 
 
+@command("debug", -2, "admin noscript loading stale", group="server", since="1.0.0")
+def debug(c: Conn, a: list[bytes]) -> bytes:
+    """Refused, as Redis 7.0 refuses it by default (enable-debug-command no)."""
+    raise CommandError("ERR DEBUG command not allowed. If the enable-debug-command option is "
+                       "set to \"local\", you can run it from a local connection, otherwise "
+                       "you need to set this option in the configuration file, and then "
+                       "restart the server.")
+
+
 @command("monitor", 1, "admin noscript loading stale", group="server", since="1.0.0")
 def monitor(c: Conn, a: list[bytes]) -> bytes:
     """Stream every command the server runs to this client (monitor.py)."""
