@@ -127,13 +127,34 @@ def _sparse_registers(body: bytes) -> np.ndarray:
     return regs
 
 
-def encode(regs: np.ndarray, cache: bytes) -> bytes:
-    """A HyperLogLog string of ``regs`` (sparse if it can be) with the 8 bytes of
-    ``cache`` (the cached count, its top bit set when stale)."""
-    sparse = _sparse_body(regs)
+def encode(regs: np.ndarray, cache: bytes, *, dense: bool = False) -> bytes:
+    """A HyperLogLog string of ``regs`` with the 8 bytes of ``cache`` (the cached count,
+    its top bit set when stale): sparse if it can be, unless ``dense`` (a sketch once
+    dense stays dense, as in Redis)."""
+    sparse = None if dense else _sparse_body(regs)
     if sparse is not None:
         return MAGIC + bytes((SPARSE, 0, 0, 0)) + cache + sparse
     return MAGIC + bytes((DENSE, 0, 0, 0)) + cache + _dense_body(regs)
+
+
+def _dense_get(body: bytes | bytearray, index: int) -> int:
+    """Register ``index`` of a dense body (6 bits, least significant first)."""
+    pos = index * 6
+    b, shift = pos >> 3, pos & 7
+    v = body[b] >> shift
+    if shift > 2:  # noqa: PLR2004 - the register runs into the next byte
+        v |= body[b + 1] << (8 - shift)
+    return v & 63
+
+
+def _dense_set(body: bytearray, index: int, value: int) -> None:
+    pos = index * 6
+    b, shift = pos >> 3, pos & 7
+    word = body[b] | ((body[b + 1] << 8) if b + 1 < len(body) else 0)
+    word = (word & ~(63 << shift)) | (value << shift)
+    body[b] = word & 0xFF
+    if b + 1 < len(body):
+        body[b + 1] = (word >> 8) & 0xFF
 
 
 def stale(raw: bytes | None) -> bytes:
@@ -241,6 +262,19 @@ def _write(c: Conn, key: bytes, value: bytes, existed: bool) -> None:
 def pfadd(c: Conn, a: list[bytes]) -> bytes:
     """Add elements to a HyperLogLog; 1 if its registers (or the key) changed."""
     raw = get_string(c, a[1])
+    if raw is not None and len(raw) == HEADER + DENSE_BYTES and raw[:5] == MAGIC + b"\x00":
+        # Dense: registers read and patched where they are, no decoding of the 16,384.
+        buf: bytearray | None = None
+        for element in a[2:]:
+            index, value = register_of(element)
+            if value > _dense_get(buf if buf is not None else raw[HEADER:], index):
+                if buf is None:
+                    buf = bytearray(raw[HEADER:])
+                _dense_set(buf, index, value)
+        if buf is None:
+            return reply.ZERO
+        _write(c, a[1], raw[:8] + stale(raw) + bytes(buf), True)
+        return reply.ONE
     old = None if raw is None else decode(raw)
     regs = np.zeros(REGISTERS, dtype=np.uint8) if old is None else old.copy()
     updated = False
@@ -283,9 +317,11 @@ def pfmerge(c: Conn, a: list[bytes]) -> bytes:
     raw = get_string(c, a[1])
     dest = None if raw is None else decode(raw)
     merged = np.zeros(REGISTERS, dtype=np.uint8) if dest is None else dest
+    dense = raw is not None and raw[4] == DENSE  # any dense input makes the result dense
     for key in a[2:]:
-        regs = _registers(c, key)
-        if regs is not None:
-            merged = np.maximum(merged, regs)
-    _write(c, a[1], encode(merged, stale(raw)), dest is not None)
+        source = get_string(c, key)
+        if source is not None:
+            merged = np.maximum(merged, decode(source))
+            dense = dense or source[4] == DENSE
+    _write(c, a[1], encode(merged, stale(raw), dense=dense), dest is not None)
     return reply.OK
