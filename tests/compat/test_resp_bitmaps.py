@@ -75,6 +75,8 @@ SCRIPT: Script = [
  ('GETBIT', 'b', '99999'),
  ('GETBIT', 'nokey', '0'),
  ('GETBIT', 'b', 'x'),
+ ('SETBIT', 'b', '007', '1'), ('SETBIT', 'b', '+7', '1'), ('SETBIT', 'b', ' 7', '1'),
+ ('GETBIT', 'b', '08'), ('BITFIELD', 'b', 'GET', 'u8', '#01'),
  ('LPUSH', 'l', 'x'),
  ('SETBIT', 'l', '0', '1'),
  ('GETBIT', 'l', '0'),

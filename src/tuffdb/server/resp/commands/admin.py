@@ -18,6 +18,7 @@ from tuffdb.server.face import request_shutdown
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.blocking import Waiter
 from tuffdb.server.resp.commands.cluster import replication_section
+from tuffdb.server.resp.commands.common import to_int
 from tuffdb.server.resp.commands.keys import count_keys
 from tuffdb.server.resp.keyspace import user_ranges
 from tuffdb.server.resp.glob import compile_glob
@@ -96,10 +97,7 @@ def swapdb(c: Conn, a: list[bytes]) -> bytes:
 
 
 def _db_index(raw: bytes, message: str) -> int:
-    try:
-        return int(raw)
-    except ValueError:
-        raise CommandError(message) from None
+    return to_int(raw, message)
 
 
 @command("bgrewriteaof", 1, "admin noscript", group="server", since="1.0.0")

@@ -33,10 +33,7 @@ BAD_TYPE = ("ERR Invalid bitfield type. Use something like i16 u8. Note that u64
 def _offset(raw: bytes, width: int = 1) -> int:
     """A bit offset (``#N``: N fields of ``width`` bits, for BITFIELD)."""
     scaled = raw.startswith(b"#")
-    try:
-        n = int(raw[1:] if scaled else raw)
-    except ValueError:
-        raise CommandError(BAD_OFFSET) from None
+    n = to_int(raw[1:] if scaled else raw, BAD_OFFSET)  # string2ll: no leading zeros, no +
     if scaled:
         n *= width
     if not 0 <= n <= MAX_BIT_OFFSET:

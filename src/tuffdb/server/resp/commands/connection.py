@@ -165,10 +165,7 @@ def _kill(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0912
     for i in range(2, len(a), 2):
         opt, value = a[i].lower(), a[i + 1]
         if opt == b"id":
-            try:
-                wanted = int(value)
-            except ValueError:
-                wanted = 0
+            wanted = to_int(value, "ERR client-id should be greater than 0")
             if wanted <= 0:
                 raise CommandError("ERR client-id should be greater than 0")
             tests.append(lambda x, w=wanted: x.id == w)
