@@ -213,8 +213,9 @@ def loads(payload: bytes) -> tuple[str, Any]:  # noqa: C901, PLR0911, PLR0912
         raise RdbError("ERR DUMP payload version or checksum are wrong")
     r = _Reader(body)
     kind = r.byte()
+    value: tuple[str, Any]
     if kind == STRING:
-        value: Any = ("string", r.string())
+        value = ("string", r.string())
     elif kind in (LIST, SET):
         value = ("list" if kind == LIST else "set", [r.string() for _ in range(r.count())])
     elif kind == SET_INTSET:
@@ -225,13 +226,13 @@ def loads(payload: bytes) -> tuple[str, Any]:  # noqa: C901, PLR0911, PLR0912
         value = ("zset", [(r.string(), struct.unpack("<d", r.take(8))[0])
                           for _ in range(r.count())])
     elif kind == ZSET:
-        items = []
+        scored: list[tuple[bytes, float]] = []
         for _ in range(r.count()):
             member = r.string()
             n = r.byte()
             score = {253: float("nan"), 254: float("inf"), 255: float("-inf")}.get(n)
-            items.append((member, score if score is not None else _score(r.take(n))))
-        value = ("zset", items)
+            scored.append((member, score if score is not None else _score(r.take(n))))
+        value = ("zset", scored)
     elif kind == ZSET_LISTPACK:
         value = ("zset", [(m, _score(s)) for m, s in _pairs(listpack(r.string()))])
     elif kind == HASH:
@@ -239,17 +240,17 @@ def loads(payload: bytes) -> tuple[str, Any]:  # noqa: C901, PLR0911, PLR0912
     elif kind == HASH_LISTPACK:
         value = ("hash", _pairs(listpack(r.string())))
     elif kind == LIST_QUICKLIST_2:
-        items: list[bytes] = []
+        elements: list[bytes] = []
         for _ in range(r.count()):
             container = r.count()
             node = r.string()
             if container == QUICKLIST_PLAIN:
-                items.append(node)
+                elements.append(node)
             elif container == QUICKLIST_PACKED:
-                items += listpack(node)
+                elements += listpack(node)
             else:
                 raise RdbError("ERR Bad data format")
-        value = ("list", items)
+        value = ("list", elements)
     else:
         raise RdbError("ERR Bad data format")
     if r.p != len(body):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hmac
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.blocking import Waiter
@@ -161,37 +161,46 @@ def _kill(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0912
     if len(a) % 2:
         raise CommandError("ERR syntax error")
     skipme = True
-    tests = []
+    filters: list[tuple[bytes, Any]] = []
     for i in range(2, len(a), 2):
         opt, value = a[i].lower(), a[i + 1]
         if opt == b"id":
             wanted = to_int(value, "ERR client-id should be greater than 0")
             if wanted <= 0:
                 raise CommandError("ERR client-id should be greater than 0")
-            tests.append(lambda x, w=wanted: x.id == w)
+            filters.append((opt, wanted))
         elif opt == b"type":
             kind = value.lower()
             if kind not in (b"normal", b"master", b"slave", b"replica", b"pubsub"):
                 raise CommandError(
                     f"ERR Unknown client type '{value.decode('utf-8', 'replace')}'")
-            tests.append(lambda x, k=kind: (k == b"pubsub") == bool(x.subscribed)
-                         and k in (b"normal", b"pubsub"))
+            filters.append((opt, kind))
         elif opt == b"user":
             if value != b"default":
                 raise CommandError(f"ERR No such user '{value.decode('utf-8', 'replace')}'")
-        elif opt == b"addr":
-            tests.append(lambda x, v=value: x.addr.encode() == v)
-        elif opt == b"laddr":
-            tests.append(lambda x, v=value: x.laddr.encode() == v)
+        elif opt in (b"addr", b"laddr"):
+            filters.append((opt, value.decode("utf-8", "replace")))
         elif opt == b"skipme":
             if value.lower() not in (b"yes", b"no"):
                 raise CommandError("ERR syntax error")
             skipme = value.lower() == b"yes"
         else:
             raise CommandError("ERR syntax error")
-    victims = [x for x in clients if all(t(x) for t in tests) and not (skipme and x is c)]
+    victims = [x for x in clients if _matches(x, filters) and not (skipme and x is c)]
     _close(c, victims)
     return reply.integer(len(victims))
+
+
+def _matches(x: Conn, filters: list[tuple[bytes, Any]]) -> bool:
+    for opt, value in filters:
+        if opt == b"id" and x.id != value:
+            return False
+        if opt == b"type" and not (value in (b"normal", b"pubsub")
+                                   and (value == b"pubsub") == x.subscribed):
+            return False
+        if (opt == b"addr" and x.addr != value) or (opt == b"laddr" and x.laddr != value):
+            return False
+    return True
 
 
 def _close(c: Conn, victims: list[Conn]) -> None:

@@ -124,9 +124,14 @@ def restore(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0912
     if kind == "string":
         c.db.put(skey, b"s" + value, ttl, sync=False)
         c.srv.touch(a[1])
+    elif kind == "list":
+        store_list(c, a[1], value)
+    elif kind == "set":
+        store_set(c, a[1], value)
+    elif kind == "zset":
+        store_zset(c, a[1], value)
     else:
-        {"list": store_list, "set": store_set, "zset": store_zset,
-         "hash": _store_hash}[kind](c, a[1], value)
-        if ttl is not None:
-            c.db.expire(skey, ttl)
+        _store_hash(c, a[1], value)
+    if kind != "string" and ttl is not None:
+        c.db.expire(skey, ttl)
     return reply.OK

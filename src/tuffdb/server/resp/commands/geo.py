@@ -326,7 +326,7 @@ def search(c: Conn, z: ZSet, s: Shape, limit: int) -> list[tuple[bytes, float, f
 class Query(NamedTuple):
     shape: Shape | None  # None: FROMMEMBER's member is absent
     sort: int  # 0 none, 1 ASC, -1 DESC
-    count: int
+    limit: int  # COUNT (0: none)
     any: bool
     coord: bool
     dist: bool
@@ -420,8 +420,8 @@ def _parse(c: Conn, a: list[bytes], z: ZSet, *, modern: bool, at: int,  # noqa: 
         if score is not None:
             center = decode(score)
     if isinstance(center, tuple):
-        radius, w, h, factor = by
-        shape = Shape(center[0], center[1], factor, radius, w, h)
+        circle, w, h, factor = by
+        shape = Shape(center[0], center[1], factor, circle, w, h)
     return Query(shape, sort, count, any_, coord, dist, hash_, store, store_dist)
 
 
@@ -451,11 +451,11 @@ def _georadius(c: Conn, a: list[bytes], *, by_member: bool, readonly: bool,  # n
         if store is not None:
             return reply.integer(_store(c, store, [], q))
         return reply.array([])
-    found = search(c, z, q.shape, q.count if q.any else 0)
+    found = search(c, z, q.shape, q.limit if q.any else 0)
     if q.sort:
         found.sort(key=lambda f: f[2], reverse=q.sort < 0)
-    if q.count:
-        found = found[: q.count]
+    if q.limit:
+        found = found[: q.limit]
     if store is not None:
         return reply.integer(_store(c, store, found, q))
     factor = q.shape.factor
