@@ -77,6 +77,8 @@ SCRIPT: Script = [
  ('GETBIT', 'b', 'x'),
  ('SETBIT', 'b', '007', '1'), ('SETBIT', 'b', '+7', '1'), ('SETBIT', 'b', ' 7', '1'),
  ('GETBIT', 'b', '08'), ('BITFIELD', 'b', 'GET', 'u8', '#01'),
+ ('SET', 'one', 'a'), ('BITCOUNT', 'one', '-1', '-3'), ('BITCOUNT', 'one', '-3', '-1'),
+ ('BITPOS', 'one', '1', '-1', '-3'), ('BITCOUNT', 'one', '-1', '-3', 'BIT'),
  ('LPUSH', 'l', 'x'),
  ('SETBIT', 'l', '0', '1'),
  ('GETBIT', 'l', '0'),

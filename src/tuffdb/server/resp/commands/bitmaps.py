@@ -118,6 +118,9 @@ def bitcount(c: Conn, a: list[bytes]) -> bytes:
     value = get_string(c, a[1]) or b""
     if len(a) == 2:  # noqa: PLR2004
         return reply.integer(int.from_bytes(value, "big").bit_count())
+    start, end = to_int(a[2]), to_int(a[3])
+    if start < 0 and end < 0 and start > end:  # Redis answers 0 before clamping these
+        return reply.ZERO
     span = _range(a, 2, len(value))
     if span is None or not value:
         return reply.ZERO
@@ -227,21 +230,57 @@ def _parse_bitfield(a: list[bytes], *, readonly: bool) -> list[tuple[bytes, ...]
     return ops
 
 
-def _limits(signed: bool, width: int) -> tuple[int, int]:  # noqa: FBT001
-    return (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
+MASK64 = (1 << 64) - 1
 
 
-def _fit(value: int, signed: bool, width: int, mode: bytes) -> int | None:  # noqa: FBT001
-    """``value`` in the field's range: wrapped, saturated, or None (FAIL)."""
-    lo, hi = _limits(signed, width)
-    if lo <= value <= hi:
-        return value
-    if mode == b"sat":
-        return hi if value > hi else lo
+def _int64(x: int) -> int:
+    """``x`` as C's int64_t holds it (two's complement, wrapped)."""
+    x &= MASK64
+    return x - (1 << 64) if x >> 63 else x
+
+
+def _signed_result(value: int, incr: int, width: int, mode: bytes) -> int | None:
+    """Redis's checkSignedBitfieldOverflow and what it leaves: the sum when it fits,
+    else wrapped, saturated or None (FAIL). Its bounds on the increment are computed in
+    int64 and may wrap (SET i1 of INT64_MIN saturates to the maximum, 0, as in Redis)."""
+    hi = (1 << 63) - 1 if width == 64 else (1 << (width - 1)) - 1  # noqa: PLR2004
+    lo = -hi - 1
+    max_incr, min_incr = _int64(hi - value), _int64(lo - value)
+    if value > hi or (width != 64 and incr > max_incr) or \
+            (value >= 0 and incr > 0 and incr > max_incr):  # noqa: PLR2004
+        limit = hi
+    elif value < lo or (width != 64 and incr < min_incr) or \
+            (value < 0 and incr < 0 and incr < min_incr):  # noqa: PLR2004
+        limit = lo
+    else:
+        return value + incr
     if mode == b"fail":
         return None
-    value &= (1 << width) - 1
-    return value - (1 << width) if signed and value >> (width - 1) else value
+    if mode == b"sat":
+        return limit
+    total = (value + incr) & MASK64
+    if width < 64:  # noqa: PLR2004 - the field's sign bit fills the bits above it
+        total = total | (MASK64 << width) & MASK64 if total >> (width - 1) & 1 \
+            else total & ((1 << width) - 1)
+    return _int64(total)
+
+
+def _unsigned_result(value: int, incr: int, width: int, mode: bytes) -> int | None:
+    """Redis's checkUnsignedBitfieldOverflow, ``value`` as a uint64_t."""
+    value &= MASK64
+    hi = (1 << width) - 1
+    max_incr, min_incr = _int64(hi - value), _int64(-value)
+    if value > hi or (incr > 0 and incr > max_incr):
+        limit = hi
+    elif incr < 0 and incr < min_incr:
+        limit = 0
+    else:
+        return value + incr
+    if mode == b"fail":
+        return None
+    if mode == b"sat":
+        return limit
+    return (value + incr) & hi
 
 
 def _bitfield(c: Conn, a: list[bytes], *, readonly: bool) -> bytes:
@@ -269,7 +308,9 @@ def _bitfield(c: Conn, a: list[bytes], *, readonly: bool) -> bytes:
             out.append(reply.integer(current))
             continue
         given = to_int(op[3])
-        new = _fit(current + given if op[0] == b"incrby" else given, signed, width, mode)
+        base, incr = (current, given) if op[0] == b"incrby" else (given, 0)
+        new = _signed_result(base, incr, width, mode) if signed else \
+            _unsigned_result(base, incr, width, mode)
         if new is None:
             out.append(c.enc.null)
             continue
