@@ -334,3 +334,29 @@ def test_client_pause_write_holds_writes_and_lets_reads_run(servers: tuple[int, 
     ours, theirs = _paused_writes(servers[0]), _paused_writes(servers[1])
     assert ours == theirs
     assert ours[1:5] == [b"$-1\r\n", b"+OK\r\n", b"+OK\r\n", b"$1\r\n1\r\n"]
+
+
+# -- CLIENT REPLY -----------------------------------------------------------------------------
+def _replies_off_and_skipped(port: int) -> list[bytes]:
+    """CLIENT REPLY OFF: nothing comes back until ON (whose +OK does); SKIP: its own reply
+    and the next command's are not sent."""
+    c = RawClient(port)
+    try:
+        c.call("DEL", "r1", "r2")
+        for cmd in (("CLIENT", "REPLY", "OFF"), ("SET", "r1", "1"), ("GET", "r1"),
+                    ("NOSUCH",), ("CLIENT", "REPLY", "ON")):
+            c.send(*cmd)
+        out = [c.read()]  # the first reply is ON's
+        for cmd in (("CLIENT", "REPLY", "SKIP"), ("SET", "r2", "2"), ("GET", "r2")):
+            c.send(*cmd)
+        out.append(c.read())  # GET's: SKIP's and SET's were not sent
+        out += [c.call("GET", "r1"), c.call("CLIENT", "REPLY", "MAYBE")]
+        return out
+    finally:
+        c.close()
+
+
+def test_client_reply_off_on_and_skip_as_in_redis(servers: tuple[int, int]) -> None:
+    ours, theirs = _replies_off_and_skipped(servers[0]), _replies_off_and_skipped(servers[1])
+    assert ours == theirs
+    assert ours[:3] == [b"+OK\r\n", b"$1\r\n2\r\n", b"$1\r\n1\r\n"]

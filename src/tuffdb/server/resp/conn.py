@@ -60,6 +60,7 @@ BUSY = reply.error("BUSY Redis is busy running a script. You can only call SCRIP
                    "SHUTDOWN NOSAVE.")
 BUSY_FUNCTION = reply.error("BUSY Redis is busy running a script. You can only call FUNCTION "
                             "KILL or SHUTDOWN NOSAVE.")
+REPLY_ON, REPLY_OFF, REPLY_SKIP, REPLY_SKIP_SET = 0, 1, 2, 3  # Conn.reply_mode
 ALLOWED_BUSY = frozenset((b"multi", b"exec", b"discard", b"quit"))
 
 
@@ -92,6 +93,7 @@ class Conn(asyncio.Protocol):
         self.write_paused = False
         self.closing = False
         self.wrote = False
+        self.reply_mode = REPLY_ON  # CLIENT REPLY: ON, OFF, or SKIP (the next command's)
         self.deferred: list[asyncio.Future[Any]] = []
         # Replies known only later (WAIT): the handler returned b"" in their place and the
         # future gives the encoded reply; filled in order once the batch's waits are over.
@@ -213,7 +215,7 @@ class Conn(asyncio.Protocol):
         i = 0
         # A pipeline of one command with a batch form (e.g. -P 16 GETs) runs in one call.
         if 1 < len(queue) <= BATCH_MAX_COMMANDS and self.multi is None and self.authed \
-                and not self.channels and not self.patterns:
+                and not self.channels and not self.patterns and not self.reply_mode:
             name = queue[0][0]
             lname = name.lower()
             many = BATCHED.get(lname) if not self.srv.monitors else None
@@ -231,8 +233,11 @@ class Conn(asyncio.Protocol):
                 self.blocked = parked.park(self)
                 break
             i += 1
-            out.append(r)
-            size += len(r)
+            if self.reply_mode:
+                self._unanswered()  # CLIENT REPLY OFF or SKIP: this reply is not sent
+            else:
+                out.append(r)
+                size += len(r)
             if blocking.ready:
                 blocking.serve()  # clients blocked on keys this command pushed to
             if self.closing or size > BATCH_OUTPUT_SIZE:
@@ -256,6 +261,15 @@ class Conn(asyncio.Protocol):
             self.waiting = True
         else:
             self._write(b"".join(out))
+
+    def _unanswered(self) -> None:
+        """A reply is dropped: CLIENT REPLY OFF drops every one; SKIP its own and the next
+        command's."""
+        mode = self.reply_mode
+        if mode == REPLY_SKIP_SET:  # CLIENT REPLY SKIP itself: arm the skip
+            self.reply_mode = REPLY_SKIP
+        elif mode == REPLY_SKIP:
+            self.reply_mode = REPLY_ON
 
     def _wait_then_reply(self, out: list[bytes], durable: bool) -> None:
         futures = self.deferred

@@ -13,6 +13,7 @@ from tuffdb.server.resp import reply
 from tuffdb.server.resp.blocking import Waiter
 from tuffdb.server.resp.pause import Pause
 from tuffdb.server.resp.commands.common import to_int
+from tuffdb.server.resp.conn import REPLY_OFF, REPLY_ON, REPLY_SKIP_SET
 from tuffdb.server.resp.reply import ENCODERS, Resp2
 from tuffdb.server.resp.server import REDIS_COMPAT_VERSION
 from tuffdb.server.resp.table import SYNTAX, CommandError, command
@@ -304,6 +305,15 @@ def client(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0911  (one branc
         if a[2].lower() not in (b"on", b"off"):
             raise CommandError("ERR syntax error")
         return reply.OK
+    if sub == b"reply" and len(a) == 3:  # noqa: PLR2004
+        mode = a[2].lower()
+        if mode == b"on":
+            c.reply_mode = REPLY_ON
+            return reply.OK
+        if mode in (b"off", b"skip"):
+            c.reply_mode = REPLY_OFF if mode == b"off" else REPLY_SKIP_SET
+            return b""  # dropped (conn.py)
+        raise CommandError("ERR syntax error")
     if sub == b"getredir" and len(a) == 2:  # noqa: PLR2004 - no client-side caching
         return reply.integer(-1)
     if sub == b"help":
