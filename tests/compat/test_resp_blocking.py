@@ -360,3 +360,35 @@ def test_client_reply_off_on_and_skip_as_in_redis(servers: tuple[int, int]) -> N
     ours, theirs = _replies_off_and_skipped(servers[0]), _replies_off_and_skipped(servers[1])
     assert ours == theirs
     assert ours[:3] == [b"+OK\r\n", b"$1\r\n2\r\n", b"$1\r\n1\r\n"]
+
+
+# -- sharded pub/sub --------------------------------------------------------------------------
+def _sharded(port: int, protocol: str) -> list[bytes]:
+    """SSUBSCRIBE/SPUBLISH/SUNSUBSCRIBE and their counts, apart from PUBLISH's channels."""
+    sub, pub = RawClient(port), RawClient(port)
+    try:
+        out = [sub.call("HELLO", protocol).split(b"\r\n", 1)[0]]
+        sub.send("SSUBSCRIBE", "sa", "sb")
+        out += [sub.read(), sub.read(), pub.call("SPUBLISH", "sa", "hi"),
+                pub.call("PUBLISH", "sa", "not to shard subscribers"), sub.read(),
+                pub.call("PUBSUB", "SHARDCHANNELS", "*b"), pub.call("PUBSUB", "SHARDCHANNELS", "*a"),
+                pub.call("PUBSUB", "SHARDNUMSUB", "sa", "sb", "sc"), pub.call("PUBSUB", "CHANNELS")]
+        sub.send("SUBSCRIBE", "plain")
+        out.append(sub.read())
+        sub.send("SUNSUBSCRIBE")  # all: one frame per channel, in no set order (as in Redis)
+        frames = [sub.read().split(b"\r\n") for _ in range(2)]
+        out += [b" ".join(sorted(f[4] for f in frames)), b" ".join(f[5] for f in frames)]
+        sub.send("SUNSUBSCRIBE")
+        out.append(sub.read())
+        out.append(pub.call("SPUBLISH", "sa", "nobody"))
+        return out
+    finally:
+        sub.close()
+        pub.close()
+
+
+@pytest.mark.parametrize("protocol", ["2", "3"])
+def test_sharded_pubsub_as_in_redis(servers: tuple[int, int], protocol: str) -> None:
+    ours, theirs = _sharded(servers[0], protocol), _sharded(servers[1], protocol)
+    assert ours == theirs
+    assert ours[3] == b":1\r\n" and ours[4] == b":0\r\n"

@@ -88,6 +88,7 @@ class Conn(asyncio.Protocol):
         self.dirty = False
         self.channels: set[bytes] = set()
         self.patterns: set[bytes] = set()
+        self.shard_channels: set[bytes] = set()  # SSUBSCRIBE's (a namespace of its own)
         self.waiting = False
         self.read_paused = False
         self.write_paused = False
@@ -135,7 +136,7 @@ class Conn(asyncio.Protocol):
         srv.clients.pop(self.id, None)
         srv.monitors.discard(self)
         self.unwatch()
-        if self.channels or self.patterns:
+        if self.channels or self.patterns or self.shard_channels:
             srv.hub.drop(self)
         if self.blocked is not None:
             srv.blocking.drop(self)
@@ -215,7 +216,7 @@ class Conn(asyncio.Protocol):
         i = 0
         # A pipeline of one command with a batch form (e.g. -P 16 GETs) runs in one call.
         if 1 < len(queue) <= BATCH_MAX_COMMANDS and self.multi is None and self.authed \
-                and not self.channels and not self.patterns and not self.reply_mode:
+                and not self.subscribed and not self.reply_mode:
             name = queue[0][0]
             lname = name.lower()
             many = BATCHED.get(lname) if not self.srv.monitors else None
@@ -417,7 +418,8 @@ class Conn(asyncio.Protocol):
         if (len(args) != arity) if arity > 0 else (len(args) < -arity):
             self.multi_error = self.multi is not None
             return reply.error(f"ERR wrong number of arguments for '{spec.name}' command")
-        if self.multi is None and self.authed and not self.channels and not self.patterns:
+        if self.multi is None and self.authed and not self.channels and not self.patterns \
+                and not self.shard_channels:
             if self.srv.monitors:
                 return self.call(spec, args)
             # Fast path, the common case: call() inlined.
@@ -438,7 +440,7 @@ class Conn(asyncio.Protocol):
         if not self.authed and "noauth" not in spec.flags:
             self.multi_error = self.multi is not None
             return NOAUTH
-        if (self.channels or self.patterns) and self.enc.proto == 2 \
+        if (self.channels or self.patterns or self.shard_channels) and self.enc.proto == 2 \
                 and "pubsub" not in spec.flags:
             return reply.error(
                 f"ERR Can't execute '{spec.name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE"
@@ -478,7 +480,7 @@ class Conn(asyncio.Protocol):
     # -- helpers for handlers -------------------------------------------------------
     @property
     def subscribed(self) -> bool:
-        return bool(self.channels or self.patterns)
+        return bool(self.channels or self.patterns or self.shard_channels)
 
     def defer(self, fut: asyncio.Future[Any]) -> None:
         """Hold this batch's replies until ``fut`` is done (e.g. SAVE)."""

@@ -17,14 +17,16 @@ if TYPE_CHECKING:
 
 _MESSAGE = bulk(b"message")
 _PMESSAGE = bulk(b"pmessage")
+_SMESSAGE = bulk(b"smessage")
 
 
 class Hub:
-    __slots__ = ("channels", "patterns")
+    __slots__ = ("channels", "patterns", "shard")
 
     def __init__(self) -> None:
         self.channels: dict[bytes, set[Conn]] = {}
         self.patterns: dict[bytes, set[Conn]] = {}
+        self.shard: dict[bytes, set[Conn]] = {}  # SSUBSCRIBE's channels, apart from PUBLISH's
 
     def subscribe(self, c: Conn, channel: bytes) -> None:
         if channel not in c.channels:
@@ -46,11 +48,33 @@ class Hub:
             c.patterns.discard(pattern)
             _discard(self.patterns, pattern, c)
 
+    def ssubscribe(self, c: Conn, channel: bytes) -> None:
+        if channel not in c.shard_channels:
+            c.shard_channels.add(channel)
+            self.shard.setdefault(channel, set()).add(c)
+
+    def sunsubscribe(self, c: Conn, channel: bytes) -> None:
+        if channel in c.shard_channels:
+            c.shard_channels.discard(channel)
+            _discard(self.shard, channel, c)
+
     def drop(self, c: Conn) -> None:
         for ch in list(c.channels):
             self.unsubscribe(c, ch)
         for p in list(c.patterns):
             self.punsubscribe(c, p)
+        for ch in list(c.shard_channels):
+            self.sunsubscribe(c, ch)
+
+    def spublish(self, channel: bytes, message: bytes) -> int:
+        """Deliver to the shard channel's subscribers (SSUBSCRIBE); how many got it."""
+        n = 0
+        conns = self.shard.get(channel)
+        if conns:
+            body = _SMESSAGE + bulk(channel) + bulk(message)
+            for c in list(conns):
+                n += c.push((b">3\r\n" if c.enc.proto == 3 else b"*3\r\n") + body)
+        return n
 
     def publish(self, channel: bytes, message: bytes) -> int:
         """Deliver to channel and pattern subscribers; return how many received it."""

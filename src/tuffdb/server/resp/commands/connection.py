@@ -256,7 +256,7 @@ def client_line(c: Conn) -> bytes:
     return (
         f"id={c.id} addr={c.addr} laddr={c.laddr} fd=-1 name={c.name.decode('latin-1')} "
         f"age={int(now - c.created)} idle={idle} flags={flags} db=0 sub={len(c.channels)} "
-        f"psub={len(c.patterns)} ssub=0 multi={-1 if c.multi is None else len(c.multi)} "
+        f"psub={len(c.patterns)} ssub={len(c.shard_channels)} multi={-1 if c.multi is None else len(c.multi)} "
         f"qbuf={c.parser.buffered()} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 "
         f"oll=0 omem={c.transport.get_write_buffer_size() if c.transport else 0} tot-mem=0 "
         f"events=r cmd=client|list user=default redir=-1 resp={c.enc.proto} "

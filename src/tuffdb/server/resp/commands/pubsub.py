@@ -13,7 +13,9 @@ if TYPE_CHECKING:
 
 
 def _frame(c: Conn, kind: bytes, name: bytes | None) -> bytes:
-    count = len(c.channels) + len(c.patterns)
+    # Shard subscriptions are counted apart, as in Redis 7.0.
+    count = len(c.shard_channels) if kind in (b"ssubscribe", b"sunsubscribe") \
+        else len(c.channels) + len(c.patterns)
     return c.enc.push([reply.bulk(kind), c.enc.null if name is None else reply.bulk(name),
                        reply.integer(count)])
 
@@ -61,6 +63,31 @@ def _leave(c: Conn, kind: bytes, names: list[bytes], remove: Any) -> bytes:
     return b"".join(out)
 
 
+@command("ssubscribe", -2, "pubsub noscript loading stale", (1, -1, 1), group="pubsub",
+         since="7.0.0")
+def ssubscribe(c: Conn, a: list[bytes]) -> bytes:
+    """Listen to shard channels (a namespace of their own: SPUBLISH reaches them)."""
+    out = []
+    for ch in a[1:]:
+        c.srv.hub.ssubscribe(c, ch)
+        out.append(_frame(c, b"ssubscribe", ch))
+    return b"".join(out)
+
+
+@command("sunsubscribe", -1, "pubsub noscript loading stale", (1, -1, 1), group="pubsub",
+         since="7.0.0")
+def sunsubscribe(c: Conn, a: list[bytes]) -> bytes:
+    """Stop listening to shard channels (all of them without arguments)."""
+    return _leave(c, b"sunsubscribe", a[1:] or sorted(c.shard_channels),
+                  c.srv.hub.sunsubscribe)
+
+
+@command("spublish", 3, "pubsub loading stale fast", (1, 1, 1), group="pubsub", since="7.0.0")
+def spublish(c: Conn, a: list[bytes]) -> bytes:
+    """Send a message to a shard channel; reply how many clients received it."""
+    return reply.integer(c.srv.hub.spublish(a[1], a[2]))
+
+
 @command("publish", 3, "pubsub loading stale fast", group="pubsub", since="2.0.0")
 def publish(c: Conn, a: list[bytes]) -> bytes:
     """Send a message to a channel; reply how many clients received it."""
@@ -82,5 +109,13 @@ def pubsub(c: Conn, a: list[bytes]) -> bytes:
         return reply.array(flat)
     if sub == b"numpat" and len(a) == 2:
         return reply.integer(len(hub.patterns))
+    if sub == b"shardchannels" and len(a) <= 3:
+        match = compile_glob(a[2]) if len(a) == 3 else None
+        return c.enc.bulks([ch for ch in hub.shard if match is None or match(ch)])
+    if sub == b"shardnumsub":
+        flat = []
+        for ch in a[2:]:
+            flat += [reply.bulk(ch), reply.integer(len(hub.shard.get(ch, ())))]
+        return reply.array(flat)
     raise CommandError(
         f"ERR unknown subcommand '{a[1].decode('utf-8', 'replace')}'. Try PUBSUB HELP.")
