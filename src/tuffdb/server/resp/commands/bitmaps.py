@@ -13,7 +13,7 @@ hundreds of MB; and a string is at most the engine's value size (256 MB: offsets
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.common import put_keep_ttl, to_int
@@ -203,9 +203,20 @@ def _field_type(raw: bytes) -> tuple[bool, int]:
     return signed, width
 
 
-def _parse_bitfield(a: list[bytes], *, readonly: bool) -> list[tuple[bytes, ...]]:
+class FieldOp(NamedTuple):
+    """One BITFIELD operation, parsed: GET, SET, INCRBY of a field, or OVERFLOW's mode."""
+
+    kind: bytes  # b"get" | b"set" | b"incrby" | b"overflow"
+    signed: bool = False
+    width: int = 0
+    offset: int = 0
+    value: int = 0
+    mode: bytes = b""
+
+
+def _parse_bitfield(a: list[bytes], *, readonly: bool) -> list[FieldOp]:
     """Every operation, checked before any runs (Redis fails the whole command)."""
-    ops: list[tuple[bytes, ...]] = []
+    ops: list[FieldOp] = []
     i = 2
     while i < len(a):
         sub = a[i].lower()
@@ -215,17 +226,16 @@ def _parse_bitfield(a: list[bytes], *, readonly: bool) -> list[tuple[bytes, ...]
             mode = a[i + 1].lower()
             if mode not in (b"wrap", b"sat", b"fail"):
                 raise CommandError("ERR Invalid OVERFLOW type specified")
-            ops.append((sub, mode))
+            ops.append(FieldOp(sub, mode=mode))
             i += 2
             continue
         argc = {b"get": 2, b"set": 3, b"incrby": 3}.get(sub)
         if argc is None or i + argc >= len(a):
             raise CommandError(SYNTAX)
-        _, width = _field_type(a[i + 1])
-        _offset(a[i + 2], width)
-        if sub != b"get":
-            to_int(a[i + 3])
-        ops.append((sub, *a[i + 1 : i + 1 + argc]))
+        signed, width = _field_type(a[i + 1])
+        offset = _offset(a[i + 2], width)
+        value = to_int(a[i + 3]) if sub != b"get" else 0
+        ops.append(FieldOp(sub, signed, width, offset, value))
         i += 1 + argc
     return ops
 
@@ -287,35 +297,32 @@ def _bitfield(c: Conn, a: list[bytes], *, readonly: bool) -> bytes:
     ops = _parse_bitfield(a, readonly=readonly)
     old = get_string(c, a[1])
     buf = bytearray(old or b"")
-    writes = [op for op in ops if op[0] in (b"set", b"incrby")]
+    writes = [op for op in ops if op.kind in (b"set", b"incrby")]
     if writes:  # the string grows to the last field written, even by a failed one
-        end = max(_offset(op[2], _field_type(op[1])[1]) + _field_type(op[1])[1]
-                  for op in writes)
+        end = max(op.offset + op.width for op in writes)
         if len(buf) < (end + 7) >> 3:
             buf.extend(bytes(((end + 7) >> 3) - len(buf)))
     mode = b"wrap"
     out: list[bytes] = []
     for op in ops:
-        if op[0] == b"overflow":
-            mode = op[1]
+        if op.kind == b"overflow":
+            mode = op.mode
             continue
-        signed, width = _field_type(op[1])
-        offset = _offset(op[2], width)
-        current = _get_bits(buf, offset, width)
-        if signed and current >> (width - 1):
+        width = op.width
+        current = _get_bits(buf, op.offset, width)
+        if op.signed and current >> (width - 1):
             current -= 1 << width
-        if op[0] == b"get":
+        if op.kind == b"get":
             out.append(reply.integer(current))
             continue
-        given = to_int(op[3])
-        base, incr = (current, given) if op[0] == b"incrby" else (given, 0)
-        new = _signed_result(base, incr, width, mode) if signed else \
+        base, incr = (current, op.value) if op.kind == b"incrby" else (op.value, 0)
+        new = _signed_result(base, incr, width, mode) if op.signed else \
             _unsigned_result(base, incr, width, mode)
         if new is None:
             out.append(c.enc.null)
             continue
-        _put_bits(buf, offset, width, new & ((1 << width) - 1))
-        out.append(reply.integer(current if op[0] == b"set" else new))
+        _put_bits(buf, op.offset, width, new & ((1 << width) - 1))
+        out.append(reply.integer(current if op.kind == b"set" else new))
     if writes:
         _write(c, a[1], bytes(buf), old is not None)
     return reply.array(out)
