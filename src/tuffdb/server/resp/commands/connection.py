@@ -223,12 +223,8 @@ def _pause(c: Conn, a: list[bytes]) -> bytes:
     srv = c.srv
     old = srv.pause
     srv.pause = Pause(srv, ms / 1000, writes_only=mode == b"write")
-    if old is not None:  # its held clients go on, or are held again by the new one
-        old.timer.cancel()
-        held, old.held = old.held, set()
-        for x in held:
-            if not x.closing and x is not c:
-                x.resume()
+    if old is not None:  # it ends: its held clients go on, or the new one holds them again
+        old.end()
     return reply.OK
 
 
