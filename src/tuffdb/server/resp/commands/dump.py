@@ -17,7 +17,8 @@ from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.collection import commit
 from tuffdb.server.resp.commands.common import remaining_ttl, to_int
 from tuffdb.server.resp.commands.lists import ListState, store_list
-from tuffdb.server.resp.commands.sets import store_set
+from tuffdb.server.resp.commands.hashes import field_pairs
+from tuffdb.server.resp.commands.sets import member_names, store_set
 from tuffdb.server.resp.commands.zsets import ZSet, store_zset
 from tuffdb.server.resp.keyspace import (
     Op,
@@ -40,12 +41,10 @@ def _value(c: Conn, key: bytes, raw: bytes) -> tuple[str, Any]:
     if tag == TAG_LIST:
         lst = ListState(c, key)
         return "list", lst.values(c, 0, lst.size)
-    prefix = elements(cid_of(raw))
-    n = len(prefix)
     if tag == TAG_SET:
-        return "set", [k[n:] for k in c.db.scan_keys(prefix)]
+        return "set", member_names(c, cid_of(raw))
     if tag == TAG_HASH:
-        return "hash", [(k[n:], v) for k, v in c.db.scan(prefix)]
+        return "hash", field_pairs(c, cid_of(raw))
     if tag == TAG_ZSET:
         return "zset", list(ZSet(c, key).entries(c))
     raise CommandError("ERR DUMP of a stream is not offered by tuffdb")

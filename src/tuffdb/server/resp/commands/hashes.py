@@ -51,9 +51,12 @@ def _put_field(c: Conn, h: Coll, field: bytes, value: bytes, new: bool) -> None:
 
 
 def _fields(c: Conn, h: Coll) -> list[tuple[bytes, bytes]]:
-    if not h.existed:
-        return []
-    prefix = elements(h.cid)
+    return field_pairs(c, h.cid) if h.existed else []
+
+
+def field_pairs(c: Conn, cid: int) -> list[tuple[bytes, bytes]]:
+    """(field, value) of hash ``cid``, in field order."""
+    prefix = elements(cid)
     n = len(prefix)
     return [(k[n:], v) for k, v in c.db.scan(prefix)]
 

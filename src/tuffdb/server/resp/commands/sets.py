@@ -33,9 +33,12 @@ def set_meta(cid: int, size: int) -> bytes:
 
 
 def members(c: Conn, s: Coll) -> list[bytes]:
-    if not s.existed:
-        return []
-    prefix = elements(s.cid)
+    return member_names(c, s.cid) if s.existed else []
+
+
+def member_names(c: Conn, cid: int) -> list[bytes]:
+    """The members of set ``cid``, in byte order."""
+    prefix = elements(cid)
     n = len(prefix)
     return [k[n:] for k in c.db.scan_keys(prefix)]
 

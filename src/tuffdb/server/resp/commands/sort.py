@@ -19,6 +19,7 @@ from tuffdb._format.resp import TAG_HASH, TAG_LIST, TAG_SET, TAG_STRING, TAG_ZSE
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.common import to_int
 from tuffdb.server.resp.commands.lists import ListState, store_list
+from tuffdb.server.resp.commands.sets import member_names
 from tuffdb.server.resp.commands.zsets import ZSet, strtod
 from tuffdb.server.resp.keyspace import cid_of, elements, stored
 from tuffdb.server.resp.table import SYNTAX, WRONGTYPE, CommandError, command
@@ -63,9 +64,7 @@ def _elements(c: Conn, key: bytes, *, nosort: bool, desc: bool) -> tuple[int, li
         lst = ListState(c, key)
         out = lst.values(c, 0, lst.size)
     elif tag == TAG_SET:
-        prefix = elements(cid_of(raw))
-        n = len(prefix)
-        out = [k[n:] for k in c.db.scan_keys(prefix)]
+        out = member_names(c, cid_of(raw))
     elif tag == TAG_ZSET:
         out = [m for m, _ in ZSet(c, key).entries(c)]
     else:
