@@ -322,7 +322,7 @@ def _getkeys(c: Conn, a: list[bytes]) -> bytes:
 
 
 # -- INFO -------------------------------------------------------------------------------
-def _rss() -> int:
+def rss_bytes() -> int:
     try:
         statm = Path("/proc/self/statm").read_bytes()
         return int(statm.split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -330,7 +330,7 @@ def _rss() -> int:
         return 0
 
 
-def _engine_stats(srv: RespServer) -> dict[str, object]:
+def engine_stats(srv: RespServer) -> dict[str, object]:
     wanted = ("hot_bytes", "hot_segments", "cold_segments", "disk_bytes", "cache_bytes")
     try:
         stats = srv.store.stats()
@@ -343,7 +343,7 @@ def _sections(c: Conn) -> dict[str, list[tuple[str, object]]]:
     srv = c.srv
     now = time.time()
     up = int(now - srv.started)
-    rss = _rss()
+    rss = rss_bytes()
     blocked = sum(1 for x in srv.clients.values() if isinstance(x.blocked, Waiter))
     sections: dict[str, list[tuple[str, object]]] = {
         "server": [("redis_version", REDIS_COMPAT_VERSION), ("tuffdb_face", "resp"),
@@ -362,7 +362,7 @@ def _sections(c: Conn) -> dict[str, list[tuple[str, object]]]:
                    ("maxmemory", 0), ("maxmemory_policy", "noeviction")],
         "persistence": [("loading", 0), ("aof_enabled", 1),
                         ("appendfsync", srv.appendfsync),
-                        *((f"tuffdb_{k}", v) for k, v in _engine_stats(srv).items()),
+                        *((f"tuffdb_{k}", v) for k, v in engine_stats(srv).items()),
                         ("tuffdb_changes", srv.store.changes),  # writes applied (a counter)
                         ("tuffdb_swept_entries", srv.sweeper.deleted),
                         ("tuffdb_sweeper_busy", int(srv.sweeper.busy)),

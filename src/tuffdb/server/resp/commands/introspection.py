@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from tuffdb._format.resp import LIST_META, META, TAG_LIST, TAG_ZSET
 from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES
 from tuffdb.server.resp import reply
-from tuffdb.server.resp.commands.admin import _engine_stats, _rss
+from tuffdb.server.resp.commands.admin import engine_stats, rss_bytes
 from tuffdb.server.resp.commands.common import to_int
 from tuffdb.server.resp.commands.keys import count_keys
 from tuffdb.server.resp.keyspace import elements, is_collection, stored
@@ -77,8 +77,8 @@ def memory(c: Conn, a: list[bytes]) -> bytes:  # noqa: PLR0911
         n = usage(c, a[2], max(samples, 0))
         return c.enc.null if n is None else reply.integer(n)
     if sub == b"stats" and len(a) == 2:  # noqa: PLR2004
-        rss = _rss()
-        engine = _engine_stats(c.srv)
+        rss = rss_bytes()
+        engine = engine_stats(c.srv)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         fields: list[tuple[str, int]] = [
             ("peak.allocated", max(peak, rss)), ("total.allocated", rss),
