@@ -62,6 +62,12 @@ def test_every_face_on_a_cluster_and_a_leader_killed(cluster: ServerCluster) -> 
             f"v{i}".encode()
     with pytest.raises(redis.exceptions.ReadOnlyError):
         fr.set("on-a-follower", "x")
+    pipe = fr.pipeline(transaction=False)  # a pipeline of one command runs as a batch
+    for i in range(4):
+        pipe.set(f"pipelined-{i}", "x")
+    refused = pipe.execute(raise_on_error=False)
+    assert [type(r) for r in refused] == [redis.exceptions.ReadOnlyError] * 4
+    assert fr.ping()
     assert lr.execute_command("ROLE")[0] == b"master"
     assert fr.execute_command("ROLE")[0] == b"slave"
     assert fr.info("replication")["role"] == "slave"

@@ -145,3 +145,29 @@ def test_subscriber_that_stops_reading_is_dropped_at_the_pubsub_limit(
     finally:
         c.config_set("client-output-buffer-limit", old)
         c.close()
+
+
+@pytest.mark.parametrize("command", ["SET", "HSET", "LPUSH", "SADD", "XADD"])
+def test_a_pipeline_with_a_key_over_the_limit_answers_every_command(
+        server: ServerProcess, command: str) -> None:
+    """A pipeline of one command (run as one batch) where the store refuses one key
+    (over 65,535 bytes): that command gets an error, the others are written, and the
+    connection carries on, as when the same commands arrive one by one."""
+    long_key = "k" * 70_000
+    args = {"SET": ("v",), "HSET": ("f", "v"), "LPUSH": ("v",), "SADD": ("v",),
+            "XADD": ("*", "f", "v")}[command]
+    c = redis.Redis(port=server.port)
+    try:
+        keys = [f"{command}-1", long_key, f"{command}-2"]
+        pipe = c.pipeline(transaction=False)
+        for k in keys:
+            pipe.execute_command(command, k, *args)
+        got = pipe.execute(raise_on_error=False)
+        assert isinstance(got[1], redis.ResponseError)
+        assert not isinstance(got[0], Exception)
+        assert not isinstance(got[2], Exception)
+        assert c.exists(keys[0], keys[2]) == 2
+        assert not c.exists(long_key)
+        assert c.ping()
+    finally:
+        c.close()

@@ -221,10 +221,21 @@ class Conn(asyncio.Protocol):
             lname = name.lower()
             many = BATCHED.get(lname) if not self.srv.monitors else None
             if many is not None and list(map(_name, queue)).count(name) == len(queue):
-                out = many(self, queue)
-                i = len(out)
-                if i and TABLE[lname].write:
-                    self.wrote = True
+                write = TABLE[lname].write
+                node = self.srv.node
+                if write and node is not None and not node.is_leader():
+                    pass  # a follower: one by one, each command gets -READONLY
+                else:
+                    try:
+                        out = many(self, queue)
+                    except errors.Error:
+                        # Refused before anything was written (a value over the limits,
+                        # a store that stopped leading or failed): one by one, each
+                        # command gets its own error reply, as without the batch form.
+                        out = []
+                    i = len(out)
+                    if i and write:
+                        self.wrote = True
         blocking = self.srv.blocking
         while i < len(queue):
             try:
