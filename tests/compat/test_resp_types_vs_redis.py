@@ -612,6 +612,8 @@ def run_pipelines(port: int, setup: Script, pipelines: list[Script], reads: Scri
 
 
 PIPE_KEYS = st.sampled_from(["a", "b", "s"])
+# Explicit ids only (``*`` is the clock's): some too small, one 0-0, some auto-sequenced.
+STREAM_IDS = st.sampled_from(["1-1", "2-0", "2-*", "5", "5-*", "0-1", "0-0", "3-3", "9-9"])
 ONE_COMMAND = st.one_of(
     st.tuples(st.sampled_from(["LPUSH", "RPUSH"]), PIPE_KEYS, MEMBERS),
     st.tuples(st.sampled_from(["LPUSH", "RPUSH"]), PIPE_KEYS, MEMBERS, MEMBERS),
@@ -621,6 +623,12 @@ ONE_COMMAND = st.one_of(
     st.tuples(st.just("SADD"), PIPE_KEYS, MEMBERS, MEMBERS),
     st.tuples(st.just("HSET"), PIPE_KEYS, MEMBERS, MEMBERS),
     st.tuples(st.just("ZADD"), PIPE_KEYS, st.sampled_from(["1", "2", "x", "inf"]), MEMBERS),
+    st.tuples(st.just("XADD"), PIPE_KEYS, STREAM_IDS, MEMBERS, MEMBERS),
+    st.tuples(st.just("XADD"), PIPE_KEYS, STREAM_IDS, MEMBERS, MEMBERS, MEMBERS, MEMBERS),
+    st.tuples(st.just("XADD"), PIPE_KEYS, st.sampled_from(["MAXLEN", "NOMKSTREAM"]),
+              STREAM_IDS, MEMBERS, MEMBERS).map(
+        lambda t: (*t[:3], "1", *t[3:]) if t[2] == "MAXLEN" else t),
+    st.tuples(st.just("XADD"), PIPE_KEYS, STREAM_IDS, MEMBERS),  # odd pairs: an error
 )
 
 
@@ -634,7 +642,8 @@ def test_pipelines_of_one_collection_command_reply_like_redis(
     reads = [("TYPE", k) for k in ("a", "b", "s")] + [
         ("LRANGE", "a", "0", "-1"), ("SMEMBERS", "b"), ("HGETALL", "s"),
         ("ZRANGE", "a", "0", "-1", "WITHSCORES"), ("LLEN", "b"), ("SCARD", "a"), ("HLEN", "b"),
-        ("ZCARD", "s")]
+        ("ZCARD", "s")] + [("XRANGE", k, "-", "+") for k in ("a", "b", "s")] + [
+        ("XLEN", k) for k in ("a", "b", "s")]
     setup = [*setup, ("DISCARD",)]
     assert run_pipelines(servers[0], setup, same, reads) == run_pipelines(servers[1], setup,
                                                                           same, reads)
@@ -657,3 +666,32 @@ def test_memory_usage_estimates_grow_with_what_a_key_holds(servers: tuple[int, i
         assert abs(every - big) <= big // 10
     finally:
         c.close()
+
+
+XADD_PIPELINES: dict[str, list[Script]] = {
+    "plain": [[("XADD", "a", "1-1", "f", "v"), ("XADD", "b", "2-*", "f", "v", "g", "w"),
+               ("XADD", "a", "1-*", "f", "v"), ("XADD", "a", "7", "x", "y"),
+               ("XADD", "b", "2-5", "f", "v")]],
+    "existing stream": [[("XADD", "a", "1-1", "f", "v"), ("XADD", "a", "2-2", "f", "v")],
+                        [("XADD", "a", "3-*", "f", "v"), ("XADD", "a", "3-*", "f", "v")]],
+    "id too small midway": [[("XADD", "a", "5-5", "f", "v"), ("XADD", "a", "5-5", "f", "v"),
+                             ("XADD", "a", "6-0", "f", "v")]],
+    "id 0-0 and odd pairs": [[("XADD", "a", "0-0", "f", "v"), ("XADD", "a", "1", "f", "v"),
+                              ("XADD", "a", "2", "f", "v", "g")]],
+    "wrong type": [[("XADD", "a", "1", "f", "v"), ("XADD", "l", "1", "f", "v"),
+                    ("XADD", "a", "2", "f", "v")]],
+    "trimming and nomkstream": [[("XADD", "a", "1", "f", "v"), ("XADD", "a", "2", "f", "v"),
+                                 ("XADD", "a", "MAXLEN", "1", "3", "f", "v"),
+                                 ("XADD", "n", "NOMKSTREAM", "1", "f", "v")]],
+}
+
+
+@pytest.mark.parametrize("name", list(XADD_PIPELINES))
+def test_xadd_pipelines_reply_like_redis(servers: tuple[int, int], name: str) -> None:
+    """Pipelined XADDs (their batch form, and the fallbacks to one by one: errors,
+    trimming, NOMKSTREAM, another type at the key) reply and store as Redis does."""
+    setup: Script = [("RPUSH", "l", "x")]
+    reads = [(c, k, *rest) for k in ("a", "b", "n", "l")
+             for c, *rest in (("TYPE",), ("XLEN",), ("XRANGE", "-", "+"))]
+    assert run_pipelines(servers[0], setup, XADD_PIPELINES[name], reads) == \
+        run_pipelines(servers[1], setup, XADD_PIPELINES[name], reads)

@@ -23,7 +23,7 @@ import msgspec
 
 from tuffdb._format.resp import STREAM_META, TAG_STREAM, U64_PAIR
 from tuffdb.server.resp import reply
-from tuffdb.server.resp.commands.collection import commit
+from tuffdb.server.resp.commands.collection import batchable, commit, commit_batch
 from tuffdb.server.resp.commands.common import to_int
 from tuffdb.server.resp.commands.lists import serve_or_wait
 from tuffdb.server.resp.keyspace import (
@@ -35,7 +35,7 @@ from tuffdb.server.resp.keyspace import (
     secondary,
     stored,
 )
-from tuffdb.server.resp.table import SYNTAX, CommandError, command
+from tuffdb.server.resp.table import SYNTAX, CommandError, batched, command
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -361,20 +361,66 @@ def _trim(c: Conn, s: Stream, args: dict[str, Any]) -> int:
 @command("xadd", -5, "write denyoom fast", (1, 1, 1), group="stream", since="5.0.0")
 def xadd(c: Conn, a: list[bytes]) -> bytes:
     """Append an entry (id ``*``, ``ms-*`` or explicit); optionally trim."""
+    pos, args = _xadd_args(a)
+    s = Stream(c, a[1])
+    if not s.existed:
+        if args["nomk"]:
+            return c.enc.null
+        s = Stream(c, a[1], create=True)
+    new = _append(s, a, pos, args)
+    _trim(c, s, args)
+    s.finish(c, signal=True)
+    return reply.bulk(id_text(new))
+
+
+@batched("xadd")
+def xadd_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
+    """Pipelined XADDs without trimming or NOMKSTREAM: one metadata read per stream and
+    one write_batch for them all (a trimming XADD reads the entries it deletes, which
+    must be written first: those pipelines run one by one, as does one with an error,
+    before anything is written)."""
+    if not batchable(c, cmds, 5, exact=False):
+        return []
+    states: dict[bytes, Stream] = {}
+    out = []
+    try:
+        for a in cmds:
+            pos, args = _xadd_args(a)
+            if args["strategy"] is not None or args["nomk"]:
+                return []
+            s = states.get(a[1])
+            if s is None:
+                s = states[a[1]] = Stream(c, a[1], create=True)
+            out.append(reply.bulk(id_text(_append(s, a, pos, args))))
+    except CommandError:
+        return []
+    ops: list[Op] = []
+    for s in states.values():
+        ops += s.ops
+        ops.append(meta_op(s.skey, s.meta(), s.existed))
+    commit_batch(c, ops, list(states))
+    for s in states.values():
+        c.srv.signal(s.key, s.meta())
+    return out
+
+
+def _xadd_args(a: list[bytes]) -> tuple[int, dict[str, Any]]:
+    """XADD's options and id (``a[pos]``), checked; the field-value pairs follow."""
     pos, args = _trim_args(a, 2, True)
     if len(a) - pos < 3 or (len(a) - pos) % 2 == 0:  # noqa: PLR2004  (the id + pairs)
         raise CommandError("ERR wrong number of arguments for 'xadd' command")
     given: Id | None = args["id"]
     if given is not None and args["seq_given"] and given == (0, 0):
         raise CommandError("ERR The ID specified in XADD must be greater than 0-0")
-    s = Stream(c, a[1])
-    if not s.existed:
-        if args["nomk"]:
-            return c.enc.null
-        s = Stream(c, a[1], create=True)
+    return pos, args
+
+
+def _append(s: Stream, a: list[bytes], pos: int, args: dict[str, Any]) -> Id:
+    """Queue XADD's entry (the field-value pairs after ``a[pos]``) in ``s``; its id."""
     if s.last == MAX_ID:
         raise CommandError("ERR The stream has exhausted the last possible ID, unable to add "
                            "more items")
+    given: Id | None = args["id"]
     if given is None:
         ms = max(now_ms(), s.last[0])
         new: Id = (ms, s.last[1] + 1) if ms == s.last[0] else (ms, 0)
@@ -397,9 +443,7 @@ def xadd(c: Conn, a: list[bytes]) -> bytes:
     s.length += 1
     s.added += 1
     s.last = new
-    _trim(c, s, args)
-    s.finish(c, signal=True)
-    return reply.bulk(id_text(new))
+    return new
 
 
 @command("xtrim", -4, "write", (1, 1, 1), group="stream", since="5.0.0")
