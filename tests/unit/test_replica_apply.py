@@ -188,3 +188,44 @@ def test_documents_follower_keeps_indexes_and_search_current(tmp_path: Path) -> 
     finally:
         leader.close()
         follower.close()
+
+
+def test_a_follower_store_refuses_writes_and_still_applies_the_leaders(tmp_path: Path) -> None:
+    """A cluster node that joins as a follower refuses its stores' own writes (a face that
+    forgot its role fails instead of diverging from the leader); the leader's frames
+    still apply, and installing a leader's hooks lifts the refusal."""
+    from tuffdb.errors import NotLeaderError  # noqa: PLC0415
+
+    leader = KVStore.open(tmp_path / "kv-leader", durability="always", hot_bytes=64 << 20,
+                          background_compaction=False)
+    follower = KVStore.open(tmp_path / "kv-follower", durability="always",
+                            background_compaction=False)
+    eleader = EventStore.open(tmp_path / "ev-leader")
+    efollower = EventStore.open(tmp_path / "ev-follower")
+    try:
+        follower.refuse_writes(NotLeaderError("a follower"))
+        efollower.refuse_writes(NotLeaderError("a follower"))
+        for write in (lambda: follower.put(b"x", b"1"),
+                      lambda: follower.put_many([(b"x", b"1")]),
+                      lambda: follower.write_batch([(b"x", b"1")]),
+                      lambda: follower.delete(b"a"),
+                      lambda: efollower.append([Event("Made", b"x", ["s"])])):
+            with pytest.raises(NotLeaderError):
+                write()
+        leader.put(b"a", b"1")
+        for log in sorted((tmp_path / "kv-leader").glob("*.log")):
+            for _, run in committed_runs(log):
+                follower.wait_durable(follower.replica_apply(run))
+        assert dict(follower.scan()) == {b"a": b"1"}
+        eleader.append([Event("Made", b"y", ["s"])])
+        for seg in sorted((tmp_path / "ev-leader" / "log").glob("*.log")):
+            base = int(seg.stem)
+            for offset, run in committed_runs(seg):
+                efollower.replica_apply(base, base + offset - SEGMENT_HEADER_SIZE, run)
+        assert [e.event.data for e in efollower.read()] == [b"y"]
+        follower.set_replication_hooks(lambda frames: None, lambda done: done(None))
+        follower.put(b"x", b"2")  # leading now
+        assert follower.get(b"x") == b"2"
+    finally:
+        for s in (leader, follower, eleader, efollower):
+            s.close()

@@ -175,9 +175,14 @@ class Node:
     def attach(self, store: Attached) -> None:
         with self._lock:
             self.stores[store.name] = store
+            if self.role in {"follower", "candidate"}:
+                _refuse_writes(store)
 
     def start(self) -> None:
-        self.role = "follower"
+        with self._lock:
+            self.role = "follower"
+            for s in self.stores.values():
+                _refuse_writes(s)
         self._thread.start()
 
     def stop(self) -> None:
@@ -720,3 +725,10 @@ def _reader(path: Path) -> Callable[[int, int], bytes]:
             return f.read(length)
 
     return read
+
+
+def _refuse_writes(store: Attached) -> None:
+    """A follower's store changes only by the leader's log: a write that reaches it by
+    another path (a face that forgot to check its role) fails instead of diverging."""
+    store.store.refuse_writes(NotLeaderError(
+        "this node is a follower: writes go to the cluster's leader"))

@@ -369,6 +369,13 @@ class EventStore:
             self.round_tap = tap
             self.confirm = confirm
 
+    def refuse_writes(self, error: BaseException) -> None:
+        """Refuse appends with ``error`` until a leader's hooks are installed
+        (:meth:`set_replication_hooks`): a cluster node that joins as a follower, whose
+        log only the leader's may change (replica applies go on)."""
+        with self._writer._commit_lock:
+            self._refusal = error
+
     def _publish(self, head: int) -> None:
         """Make positions up to ``head`` visible to readers (a confirmed drain)."""
         if head > self._head:

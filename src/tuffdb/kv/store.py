@@ -473,6 +473,13 @@ class KVStore(MutableMapping[bytes, bytes]):
         self.round_tap = None
         self._committer.stop_confirming(refusal)
 
+    def refuse_writes(self, error: BaseException) -> None:
+        """Refuse writes with ``error`` until a leader's hooks are installed
+        (:meth:`set_replication_hooks`): a cluster node that joins as a follower, whose
+        store only the leader's log may change (replica applies and expiry go on)."""
+        with self._lock:
+            self._refusal = error
+
     def replica_apply(self, frames: bytes, where: str = "replicated log bytes") -> int:
         """Apply a leader's committed log frames (a cluster follower; ``cluster/``).
 
