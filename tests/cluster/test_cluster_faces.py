@@ -103,6 +103,17 @@ def test_every_face_on_a_cluster_and_a_leader_killed(cluster: ServerCluster) -> 
         got = httpx.get(f"{node.http_url}/api/find/users/{uid}", headers=hdr, timeout=30)
         assert got.status_code == 200, (node.node_id, got.text)
         assert got.json()["name"]["value"] == "Ada"
+    # A record whose TTL each read extends: a follower serves the read (only the leader's
+    # reads extend it; the follower's store changes only by the leader's log).
+    r = httpx.post(f"{f2.http_url}/api/insert/sessions",
+                   json={"user": "Ada", "ttl": 3600, "ttl_update_on_access": True},
+                   headers=hdr, timeout=30)
+    assert r.status_code == 200, r.text
+    sid = r.json()["id"]
+    for node in (f2, leader, f2):
+        got = httpx.get(f"{node.http_url}/api/find/sessions/{sid}", headers=hdr, timeout=30)
+        assert got.status_code == 200, (node.node_id, got.text)
+        assert got.json()["user"]["value"] == "Ada"
 
     # The leader dies: a follower takes over with every acknowledged write. (The umadb
     # clients are made first: one made after this process reaps a child fails its first

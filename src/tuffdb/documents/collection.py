@@ -19,7 +19,7 @@ from tuffdb.documents.collection_meta import CollectionMeta, check_unique, schem
 from tuffdb.documents.query import MISSING, compile_node, get_path, parse
 from tuffdb.documents.shape import page, parse_sort, project, sort_records
 from tuffdb.documents.ttl import parse_ttl
-from tuffdb.errors import IntegrityError, NotFoundError, ProgrammingError
+from tuffdb.errors import IntegrityError, NotFoundError, NotLeaderError, ProgrammingError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -99,8 +99,13 @@ class Collection(CollectionMeta):
             return None, False  # expired; the store drops it on its own schedule
         if touch:
             fields["ttl"] = _now() + dt.timedelta(seconds=ttl)
-            self.db.kv.put(self._key(rid), codec.pack_record(fields, ttl, touch), ttl=ttl,
-                           sync=self.db.sync)
+            try:
+                self.db.kv.put(self._key(rid), codec.pack_record(fields, ttl, touch), ttl=ttl,
+                               sync=self.db.sync)
+            except NotLeaderError:
+                # A cluster follower serves the read; only the leader's reads extend
+                # the TTL (a follower's store changes only by the leader's log).
+                fields["ttl"] = expiry
         return {"id": rid, **fields}, False
 
     def _key(self, rid: str) -> bytes:

@@ -78,6 +78,14 @@ class Sweeper:
             if srv.script_busy():
                 self._schedule(TICK_S)
                 return
+            node = srv.node
+            if node is not None and not node.is_leader():
+                # A follower's store changes only by the leader's log: the leader sweeps
+                # and its deletes arrive here. A walk starts afresh once this node leads.
+                self.queue.clear()
+                self._walk_from = None
+                self._schedule(min(1.0, self.pass_interval_s))
+                return
             budget = SLICE_DELETES
             while self.queue and budget > 0:
                 cid = self.queue[0]
