@@ -11,18 +11,21 @@ holds every acknowledged write.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import redis
 import umadb
 from redis.sentinel import Sentinel
+from websockets.asyncio.client import connect
 from tuffdb.testing.cluster import ServerCluster, until
 
 from tuffdb.testing.etcd import EtcdCluster
@@ -38,6 +41,31 @@ def cluster(tmp_path: Path, etcd: EtcdCluster) -> Iterator[ServerCluster]:
         yield c
     finally:
         c.stop()
+
+
+async def _ws_writes(http_url: str, token: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Over one WebSocket session: insert a user, read it back, then insert into a
+    collection whose schema refuses the record. Returns (id, the record read, the reply
+    to the refused insert)."""
+    async with connect(http_url.replace("http://", "ws://") + "/api/ws",
+                       additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+
+        async def call(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+            await ws.send(json.dumps({"type": kind, "messageId": kind, "payload": payload}))
+            reply = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            assert reply.get("messageId") == kind, reply
+            return dict(reply)
+
+        made = await call("Insert", {"collection": "users", "record": {"name": "Grace"}})
+        assert made["type"] == "Success", made
+        rid = made["payload"]["data"]["id"]
+        read = await call("FindById", {"collection": "users", "id": rid})
+        assert read["type"] == "Success", read
+        schema = {"fields": {"n": {"field_type": "Integer", "required": True}}}
+        created = await call("CreateCollection", {"collection": "strict", "schema": schema})
+        assert created["type"] == "Success", created
+        refused = await call("Insert", {"collection": "strict", "record": {"m": 1}})
+        return rid, read["payload"]["data"], refused
 
 
 def _token(base: str, api_key: str) -> str:
@@ -114,6 +142,14 @@ def test_every_face_on_a_cluster_and_a_leader_killed(cluster: ServerCluster) -> 
         got = httpx.get(f"{node.http_url}/api/find/sessions/{sid}", headers=hdr, timeout=30)
         assert got.status_code == 200, (node.node_id, got.text)
         assert got.json()["user"]["value"] == "Ada"
+    # A WebSocket write through a follower goes to the leader too (answered as REST is),
+    # and the writer reads it through the follower at once; a refused one carries the
+    # leader's error.
+    ws_id, ws_read, ws_dup = asyncio.run(_ws_writes(f2.http_url, token))
+    assert ws_read["name"]["value"] == "Grace"
+    assert ws_dup["type"] == "Error" and ws_dup["code"] == 400, ws_dup
+    got = httpx.get(f"{leader.http_url}/api/find/users/{ws_id}", headers=hdr, timeout=30)
+    assert got.status_code == 200 and got.json()["name"]["value"] == "Grace", got.text
 
     # The leader dies: a follower takes over with every acknowledged write. (The umadb
     # clients are made first: one made after this process reaps a child fails its first

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -50,6 +52,54 @@ HEARTBEAT_SECONDS = 15.0
 MAX_MESSAGE_BYTES = 32 << 20
 WRITES = {"Insert", "Update", "Delete", "BatchInsert", "BatchUpdate", "BatchDelete",
           "UpdateWithAction", "CreateCollection", "DeleteCollection"}
+
+
+class Relayed(Exception):  # noqa: N818 - not an error of ours: the leader's answer
+    """A write a follower forwarded, answered by the leader with ``code`` (not 2xx)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def write_request(kind: str, c: str, p: dict[str, Any]
+                  ) -> tuple[str, str, Any, tuple[str, ...]]:
+    """The REST request a WebSocket write is: (method, path, JSON body or None, the
+    handler's arguments after the collection). How a follower forwards it to the leader,
+    and the body the local handler gets."""
+    q = functools.partial(urllib.parse.quote, safe="")
+    rid = str(p.get("id"))
+    if kind == "Insert":
+        return "POST", f"/api/insert/{q(c)}", p.get("record"), ()
+    if kind == "Update":
+        return "PUT", f"/api/update/{q(c)}/{q(rid)}", p.get("record"), (rid,)
+    if kind == "Delete":
+        return "DELETE", f"/api/delete/{q(c)}/{q(rid)}", None, (rid,)
+    if kind == "BatchInsert":
+        return ("POST", f"/api/batch/insert/{q(c)}",
+                {"inserts": [{"data": r} for r in p.get("records") or []]}, ())
+    if kind == "BatchUpdate":
+        return ("PUT", f"/api/batch/update/{q(c)}",
+                {"updates": [{"id": i, "data": d} for i, d in p.get("updates") or []]}, ())
+    if kind == "BatchDelete":
+        return ("DELETE", f"/api/batch/delete/{q(c)}",
+                {"deletes": [{"id": i} for i in p.get("ids") or []]}, ())
+    if kind == "UpdateWithAction":
+        action = str(p.get("action"))
+        return ("PUT", f"/api/update/{q(c)}/{q(rid)}/action/{q(action)}",
+                {"field": p.get("field"), "value": p.get("value")}, (rid, action))
+    if kind == "CreateCollection":
+        return "POST", f"/api/collections/{q(c)}", p.get("schema") or {"fields": {}}, ()
+    if kind == "DeleteCollection":
+        return "DELETE", f"/api/collections/{q(c)}", None, ()
+    raise ProtocolError(f"unknown message type {kind!r}")
+
+
+LOCAL_WRITES: dict[str, Any] = {
+    "Insert": data.insert, "Update": data.update, "Delete": data.delete,
+    "BatchInsert": data.batch_insert, "BatchUpdate": data.batch_update,
+    "BatchDelete": data.batch_delete, "UpdateWithAction": data.action,
+    "CreateCollection": data.create_collection, "DeleteCollection": data.delete_collection}
 
 
 class WsSession:
@@ -153,11 +203,19 @@ class WsSession:
             payload = msg.get("payload") or {}
             if not isinstance(payload, dict):
                 raise ProtocolError("payload must be an object")
-            result = self.dispatch(kind, payload)
-            if kind in WRITES and self.app.settings.durable_operations:
-                await self.app.durable()
-            elif (seen := self.app.visible()) is not None:  # a read waits for what it shows
-                await seen
+            node = self.app.node
+            if kind in WRITES and node is not None and not node.is_leader():
+                result = await self.forward(kind, payload)  # durable per the leader
+            else:
+                result = self.dispatch(kind, payload)
+                if kind in WRITES and self.app.settings.durable_operations:
+                    await self.app.durable()
+                elif (seen := self.app.visible()) is not None:  # a read waits for what it shows
+                    await seen
+        except Relayed as exc:
+            self.send({"type": "Error", "code": exc.code, "message": exc.message,
+                       "messageId": mid})
+            return
         except Error as exc:
             self.send({"type": "Error", "code": status_of(exc), "message": str(exc).strip("'\""),
                        "messageId": mid})
@@ -175,6 +233,34 @@ class WsSession:
         req = Request("POST", b"/api/ws", {"content-type": "application/json"}, raw)
         return Ctx(req, {}, self.key, False)
 
+    async def forward(self, kind: str, p: dict[str, Any]) -> Any:
+        """A write sent to a cluster follower: checked here as :meth:`dispatch` would,
+        then sent to the leader as the REST request it is (with this session's
+        credentials) and answered with the leader's answer, once this node applied
+        the write (so this session reads it next, as for REST writes)."""
+        app = self.app
+        app._check_access(self.key, "write")  # noqa: SLF001 - the app's own access rule
+        c = p.get("collection") or p.get("name")
+        if not isinstance(c, str):
+            raise ProtocolError(f"{kind} needs a collection")
+        method, path, body, _ = write_request(kind, c, p)
+        headers = {"content-type": "application/json"}
+        if auth := self.req.headers.get("authorization"):
+            headers["authorization"] = auth
+        raw = b"" if body is None else msgspec.json.encode(body)
+        node, forwarder = app.node, app.forwarder
+        assert node is not None and forwarder is not None
+        resp = await forwarder.forward(Request(method, path.encode(), headers, raw),
+                                       node.leader_address("http"), node.read_own_write)
+        try:
+            answer = msgspec.json.decode(resp.body) if resp.body else None
+        except msgspec.DecodeError:
+            answer = resp.body.decode("utf-8", "replace")
+        if 200 <= resp.status < 300:  # noqa: PLR2004
+            return answer
+        message = answer.get("message", answer) if isinstance(answer, dict) else answer
+        raise Relayed(resp.status, str(message))
+
     def dispatch(self, kind: str, p: dict[str, Any]) -> Any:  # noqa: C901, PLR0911, PLR0912 - one case per message type
         app = self.app
         app._check_access(self.key, "write" if kind in WRITES else "read")  # noqa: SLF001 - the app's own access rule
@@ -190,21 +276,9 @@ class WsSession:
             return data.find(app, self._ctx(body), c)
         if kind == "FindById":
             return data.find_by_id(app, self._ctx(), c, str(p.get("id")))
-        if kind == "Insert":
-            return data.insert(app, self._ctx(p.get("record")), c)
-        if kind == "Update":
-            return data.update(app, self._ctx(p.get("record")), c, str(p.get("id")))
-        if kind == "Delete":
-            return data.delete(app, self._ctx(), c, str(p.get("id")))
-        if kind == "BatchInsert":
-            body = {"inserts": [{"data": r} for r in p.get("records") or []]}
-            return data.batch_insert(app, self._ctx(body), c)
-        if kind == "BatchUpdate":
-            body = {"updates": [{"id": i, "data": d} for i, d in p.get("updates") or []]}
-            return data.batch_update(app, self._ctx(body), c)
-        if kind == "BatchDelete":
-            body = {"deletes": [{"id": i} for i in p.get("ids") or []]}
-            return data.batch_delete(app, self._ctx(body), c)
+        if kind in WRITES:
+            _, _, body, args = write_request(kind, c, p)
+            return LOCAL_WRITES[kind](app, self._ctx(body), c, *args)
         if kind == "TextSearch":
             perm = app.perm(self._ctx(), c, "read")
             body = {"query": p.get("query", ""), **(p.get("options") or {})}
@@ -212,13 +286,6 @@ class WsSession:
         if kind == "DistinctValues":
             ctx = self._ctx({"filter": p.get("filter")})
             return data.distinct(app, ctx, c, str(p.get("field")))
-        if kind == "UpdateWithAction":
-            body = {"field": p.get("field"), "value": p.get("value")}
-            return data.action(app, self._ctx(body), c, str(p.get("id")), str(p.get("action")))
-        if kind == "CreateCollection":
-            return data.create_collection(app, self._ctx(p.get("schema") or {"fields": {}}), c)
-        if kind == "DeleteCollection":
-            return data.delete_collection(app, self._ctx(), c)
         if kind == "Subscribe":
             return self.subscribe(c, p.get("filter_field"), p.get("filter_value"))
         if kind == "Unsubscribe":
