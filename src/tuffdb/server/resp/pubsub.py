@@ -29,34 +29,22 @@ class Hub:
         self.shard: dict[bytes, set[Conn]] = {}  # SSUBSCRIBE's channels, apart from PUBLISH's
 
     def subscribe(self, c: Conn, channel: bytes) -> None:
-        if channel not in c.channels:
-            c.channels.add(channel)
-            self.channels.setdefault(channel, set()).add(c)
+        _join(c.channels, self.channels, channel, c)
 
     def unsubscribe(self, c: Conn, channel: bytes) -> None:
-        if channel in c.channels:
-            c.channels.discard(channel)
-            _discard(self.channels, channel, c)
+        _part(c.channels, self.channels, channel, c)
 
     def psubscribe(self, c: Conn, pattern: bytes) -> None:
-        if pattern not in c.patterns:
-            c.patterns.add(pattern)
-            self.patterns.setdefault(pattern, set()).add(c)
+        _join(c.patterns, self.patterns, pattern, c)
 
     def punsubscribe(self, c: Conn, pattern: bytes) -> None:
-        if pattern in c.patterns:
-            c.patterns.discard(pattern)
-            _discard(self.patterns, pattern, c)
+        _part(c.patterns, self.patterns, pattern, c)
 
     def ssubscribe(self, c: Conn, channel: bytes) -> None:
-        if channel not in c.shard_channels:
-            c.shard_channels.add(channel)
-            self.shard.setdefault(channel, set()).add(c)
+        _join(c.shard_channels, self.shard, channel, c)
 
     def sunsubscribe(self, c: Conn, channel: bytes) -> None:
-        if channel in c.shard_channels:
-            c.shard_channels.discard(channel)
-            _discard(self.shard, channel, c)
+        _part(c.shard_channels, self.shard, channel, c)
 
     def drop(self, c: Conn) -> None:
         for ch in list(c.channels):
@@ -68,22 +56,11 @@ class Hub:
 
     def spublish(self, channel: bytes, message: bytes) -> int:
         """Deliver to the shard channel's subscribers (SSUBSCRIBE); how many got it."""
-        n = 0
-        conns = self.shard.get(channel)
-        if conns:
-            body = _SMESSAGE + bulk(channel) + bulk(message)
-            for c in list(conns):
-                n += c.push((b">3\r\n" if c.enc.proto == 3 else b"*3\r\n") + body)
-        return n
+        return _deliver(self.shard.get(channel), _SMESSAGE, channel, message)
 
     def publish(self, channel: bytes, message: bytes) -> int:
         """Deliver to channel and pattern subscribers; return how many received it."""
-        n = 0
-        conns = self.channels.get(channel)
-        if conns:
-            body = _MESSAGE + bulk(channel) + bulk(message)
-            for c in list(conns):
-                n += c.push((b">3\r\n" if c.enc.proto == 3 else b"*3\r\n") + body)
+        n = _deliver(self.channels.get(channel), _MESSAGE, channel, message)
         if self.patterns:
             tail = bulk(channel) + bulk(message)
             for pattern, pconns in list(self.patterns.items()):
@@ -92,6 +69,30 @@ class Hub:
                     for c in list(pconns):
                         n += c.push((b">4\r\n" if c.enc.proto == 3 else b"*4\r\n") + body)
         return n
+
+
+def _deliver(conns: set[Conn] | None, kind: bytes, channel: bytes, message: bytes) -> int:
+    """Push a three-part message (``kind`` already a bulk) to ``conns``; how many got it."""
+    n = 0
+    if conns:
+        body = kind + bulk(channel) + bulk(message)
+        for c in list(conns):
+            n += c.push((b">3\r\n" if c.enc.proto == 3 else b"*3\r\n") + body)
+    return n
+
+
+def _join(mine: set[bytes], index: dict[bytes, set[Conn]], name: bytes, c: Conn) -> None:
+    """Subscribe ``c`` to ``name``: in its own set and in the hub's index."""
+    if name not in mine:
+        mine.add(name)
+        index.setdefault(name, set()).add(c)
+
+
+def _part(mine: set[bytes], index: dict[bytes, set[Conn]], name: bytes, c: Conn) -> None:
+    """Undo :func:`_join`."""
+    if name in mine:
+        mine.discard(name)
+        _discard(index, name, c)
 
 
 def _discard(index: dict[bytes, set[Conn]], name: bytes, c: Conn) -> None:

@@ -23,21 +23,13 @@ def _frame(c: Conn, kind: bytes, name: bytes | None) -> bytes:
 @command("subscribe", -2, "pubsub noscript loading stale", group="pubsub", since="2.0.0")
 def subscribe(c: Conn, a: list[bytes]) -> bytes:
     """Listen to channels."""
-    out = []
-    for ch in a[1:]:
-        c.srv.hub.subscribe(c, ch)
-        out.append(_frame(c, b"subscribe", ch))
-    return b"".join(out)
+    return _join(c, b"subscribe", a[1:], c.srv.hub.subscribe)
 
 
 @command("psubscribe", -2, "pubsub noscript loading stale", group="pubsub", since="2.0.0")
 def psubscribe(c: Conn, a: list[bytes]) -> bytes:
     """Listen to channels matching glob patterns."""
-    out = []
-    for p in a[1:]:
-        c.srv.hub.psubscribe(c, p)
-        out.append(_frame(c, b"psubscribe", p))
-    return b"".join(out)
+    return _join(c, b"psubscribe", a[1:], c.srv.hub.psubscribe)
 
 
 @command("unsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="2.0.0")
@@ -50,6 +42,15 @@ def unsubscribe(c: Conn, a: list[bytes]) -> bytes:
 def punsubscribe(c: Conn, a: list[bytes]) -> bytes:
     """Stop listening to patterns (all of them without arguments)."""
     return _leave(c, b"punsubscribe", a[1:] or sorted(c.patterns), c.srv.hub.punsubscribe)
+
+
+def _join(c: Conn, kind: bytes, names: list[bytes], add: Any) -> bytes:
+    """One (P|S)SUBSCRIBE reply frame per name, each with the count after it."""
+    out = []
+    for name in names:
+        add(c, name)
+        out.append(_frame(c, kind, name))
+    return b"".join(out)
 
 
 def _leave(c: Conn, kind: bytes, names: list[bytes], remove: Any) -> bytes:
@@ -67,11 +68,7 @@ def _leave(c: Conn, kind: bytes, names: list[bytes], remove: Any) -> bytes:
          since="7.0.0")
 def ssubscribe(c: Conn, a: list[bytes]) -> bytes:
     """Listen to shard channels (a namespace of their own: SPUBLISH reaches them)."""
-    out = []
-    for ch in a[1:]:
-        c.srv.hub.ssubscribe(c, ch)
-        out.append(_frame(c, b"ssubscribe", ch))
-    return b"".join(out)
+    return _join(c, b"ssubscribe", a[1:], c.srv.hub.ssubscribe)
 
 
 @command("sunsubscribe", -1, "pubsub noscript loading stale", (1, -1, 1), group="pubsub",
