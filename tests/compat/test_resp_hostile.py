@@ -171,3 +171,31 @@ def test_a_pipeline_with_a_key_over_the_limit_answers_every_command(
         assert c.ping()
     finally:
         c.close()
+
+
+@pytest.mark.parametrize(("point", "written"), [("resp_batch", False),
+                                                ("resp_batch_done", True)])
+def test_a_batch_form_that_fails_unexpectedly_keeps_the_connection(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str, written: bool) -> None:
+    """A batch form (a pipeline of one command run in one call) that raises something
+    other than a tuffdb error, as a bug would (a failpoint raising OSError): the connection
+    stays open and no command is applied twice. Before it wrote anything, the commands run
+    one by one and each gets its own reply; after, every one is answered with the error."""
+    monkeypatch.setenv("TUFFDB_FAILPOINTS", f"{point}=raise")
+    proc = start_tuffdb(tmp_path)
+    c = redis.Redis(port=proc.port)
+    try:
+        pipe = c.pipeline(transaction=False)
+        for _ in range(4):
+            pipe.rpush("queue", "job")
+        got = pipe.execute(raise_on_error=False)
+        if written:
+            assert all(isinstance(r, redis.ResponseError) and "internal error" in str(r)
+                       for r in got), got
+        else:
+            assert got == [1, 2, 3, 4]
+        assert c.llen("queue") == 4  # written once, whichever way it was answered
+        assert c.ping()
+    finally:
+        c.close()
+        assert proc.stop() == 0

@@ -33,6 +33,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from tuffdb import errors
+from tuffdb._failpoints import failpoint
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.blocking import Parked
 from tuffdb.server.resp.monitor import feed as feed_monitors
@@ -227,12 +228,16 @@ class Conn(asyncio.Protocol):
                     pass  # a follower: one by one, each command gets -READONLY
                 else:
                     try:
+                        failpoint("resp_batch")
                         out = many(self, queue)
+                        failpoint("resp_batch_done")
                     except errors.Error:
                         # Refused before anything was written (a value over the limits,
                         # a store that stopped leading or failed): one by one, each
                         # command gets its own error reply, as without the batch form.
                         out = []
+                    except Exception as bug:  # never let a batch form take the connection
+                        out = self._batch_failed(lname, bug, changes)
                     i = len(out)
                     if i and write:
                         self.wrote = True
@@ -273,6 +278,17 @@ class Conn(asyncio.Protocol):
             self.waiting = True
         else:
             self._write(b"".join(out))
+
+    def _batch_failed(self, name: bytes, bug: Exception, changes: int) -> list[bytes]:
+        """A batch form raised an unexpected error (a bug). If it wrote nothing, the
+        commands run one by one (empty list: each gets its own reply, as without the batch
+        form); if it wrote something, running them again could apply them twice, so every
+        command of the batch is answered with the internal error, as one command's bug is."""
+        log.exception("internal error in the batch form of %r", name.decode(errors="replace"))
+        if self.store.changes == changes:
+            return []
+        self.wrote = True
+        return [reply.error(f"ERR internal error: {type(bug).__name__}: {bug}")] * len(self.queue)
 
     def _unanswered(self) -> None:
         """A reply is dropped: CLIENT REPLY OFF drops every one; SKIP its own and the next
