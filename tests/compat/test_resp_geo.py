@@ -118,3 +118,38 @@ def test_random_searches_anywhere_reply_like_redis(servers: tuple[int, int], lon
     ours = run_script(servers[0], [points, query])
     theirs = run_script(servers[1], [points, query])
     assert ours == theirs, query
+
+
+def _dense_script() -> Script:
+    """3,000 members in one square degree, so a search's cells hold hundreds each (the
+    NumPy pre-test's path), searched at radii and boxes of 0.5-60 km, and from members at
+    exactly the distance of another (its GEODIST in metres): members on the edge."""
+    rng = random.Random(5)
+    points: list[str] = []
+    for i in range(3000):
+        points += [f"{13 + rng.random():.6f}", f"{52 + rng.random():.6f}", f"d{i}"]
+    script: Script = [("GEOADD", "dense", *points)]
+    for i in range(40):
+        lon, lat = f"{13 + rng.random():.5f}", f"{52 + rng.random():.5f}"
+        r = rng.choice(["0.5", "2", "7", "20", "60"])
+        script.append(("GEOSEARCH", "dense", "FROMLONLAT", lon, lat, "BYRADIUS", r, "km",
+                       "WITHDIST", "WITHCOORD"))
+        script.append(("GEOSEARCH", "dense", "FROMLONLAT", lon, lat, "BYBOX", r, "3", "km",
+                       "ASC", "COUNT", "7", "WITHDIST"))
+        script.append(("GEOSEARCH", "dense", "FROMMEMBER", f"d{i}", "BYBOX", "9", r, "km",
+                       "DESC", "WITHHASH"))
+    return script
+
+
+def test_dense_cells_reply_like_redis(servers: tuple[int, int]) -> None:
+    script = _dense_script()
+    compare(servers, script, exact=True)
+    # Members on the edge: a radius of exactly the distance Redis reports between two.
+    add = script[0]
+    pairs = range(0, 60, 2)
+    dists = run_script(servers[1], [add, *[("GEODIST", "dense", f"d{i}", f"d{i + 1}", "m")
+                                           for i in pairs]])[1:]
+    edges: Script = [("GEOSEARCH", "dense", "FROMMEMBER", f"d{i}", "BYRADIUS",
+                      raw.split(b"\r\n")[1].decode(), "m", "ASC", "WITHDIST")
+                     for i, raw in zip(pairs, dists, strict=True)]
+    compare(servers, [add, *edges], exact=True)

@@ -62,3 +62,32 @@ def test_a_keep_ttl_rewrite_of_a_present_key_is_not_folded(kv_store) -> None:  #
     assert kv.stats()["ordered_keys_folded"] == folded + 4
     assert [kv.get(k) for k in (b"a", b"b", b"c", b"x")] == [b"3", b"2", b"back", b"new"]
     assert kv.check() == []
+
+
+def test_keys_in_range_is_scan_keys_as_one_list(kv_store) -> None:  # noqa: ANN001
+    """``keys_in_range`` (one slice of the ordered view, TTLs tested in bulk) gives what
+    ``scan_keys`` (every key tested) gives, through puts, deletes, TTLs that passed and
+    TTLs that did not, across spills to cold segments, for prefixes, bounds and none."""
+    import random
+
+    kv = kv_store(durability="none", hot_bytes=64 * 1024)
+    rng = random.Random(9)
+    clock = [time.time()]
+    # The store's own clock, moved on by the test (kept to the end: the teardown's check()
+    # must see the time the view was folded at, as a real clock never goes back).
+    kv._clock = lambda: clock[0]  # noqa: SLF001
+    for step in range(6):
+        for _ in range(3000):
+            key = b"%c:%05d" % (rng.choice(b"abc"), rng.randrange(20_000))
+            r = rng.random()
+            if r < 0.2:
+                kv.delete(key)
+            elif r < 0.3:
+                kv.put(key, b"t", ttl=rng.choice([1.0, 1000.0]))
+            else:
+                kv.put(key, b"v%d" % step)
+        clock[0] += 2.0  # the 1 s TTLs have passed
+        for prefix, start, end in [(b"", None, None), (b"b:", None, None),
+                                   (b"a:", b"01000", b"09000"), (b"c:", b"15000", None),
+                                   (b"zz", None, None)]:
+            assert kv.keys_in_range(prefix, start, end) == list(kv.scan_keys(prefix, start, end))

@@ -1129,6 +1129,29 @@ class KVStore(MutableMapping[bytes, bytes]):
             if live(k, now):
                 yield k
 
+    def keys_in_range(self, prefix: bytes = b"", start: bytes | None = None,
+                      end: bytes | None = None) -> list[bytes]:
+        """The live keys :meth:`scan_keys` would yield, as one list, for a reader that takes
+        a whole range at once (a geo search's cell): one slice of the ordered view under
+        the lock (current with every write then, see :meth:`_ordered_view`), and only the
+        keys that have a TTL looked at one by one, where ``scan_keys`` tests every key."""
+        self._require_open()
+        lo, hi = self._prefix_range(prefix, start, end)
+        now = self._now_ms()
+        with self._lock:
+            ordered = self._ordered_view()
+            keys = ordered.between(lo, hi, len(ordered))
+            expiry = self._expiry
+            if expiry and keys:
+                timed = expiry.keys() & keys
+                if timed:
+                    dead = {k for k in timed if expiry[k] <= now}
+                    if dead:
+                        keys = [k for k in keys if k not in dead]
+        if hi is None and prefix:
+            keys = [k for k in keys if k.startswith(prefix)]
+        return keys
+
     def scan(self, prefix: bytes = b"", start: bytes | None = None,
              end: bytes | None = None, *, reverse: bool = False,
              skip: int = 0) -> Iterator[tuple[bytes, bytes]]:

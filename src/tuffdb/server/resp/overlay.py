@@ -208,6 +208,12 @@ class Overlay:
         for k, _ in self.scan(prefix, start, end, reverse=reverse, skip=skip):
             yield k
 
+    def keys_in_range(self, prefix: bytes = b"", start: bytes | None = None,
+                      end: bytes | None = None) -> list[bytes]:
+        if not self._mine(prefix, start, end):
+            return self.base.keys_in_range(prefix, start, end)
+        return list(self.scan_keys(prefix, start, end))
+
     def count(self, prefix: bytes = b"", start: bytes | None = None,
               end: bytes | None = None) -> int:
         n = self.base.count(prefix, start, end)
