@@ -285,7 +285,8 @@ class Archiver:
     def wait_until(self, pred: Any, timeout: float) -> bool:
         """Wait (up to ``timeout``) until ``pred(self)`` holds, re-checked on every change."""
         with self.changed:
-            return self.changed.wait_for(lambda: pred(self), timeout)
+            held: bool = self.changed.wait_for(lambda: pred(self), timeout)
+            return held
 
     def _retry(self, fn: Any, deadline: float | None = None) -> None:
         """Run ``fn`` until it succeeds, backing off on transient failures; once the
@@ -389,8 +390,8 @@ class Archiver:
         lost (or that has none yet) starts a new line from this snapshot."""
         started = time.time_ns()
         stores: dict[str, StoreEntry] = {}
-        for ln in self._lines.values():
-            self._ship_line(ln)  # what was gathered before the snapshot goes into its line
+        for gathered in self._lines.values():
+            self._ship_line(gathered)  # what was gathered before the snapshot goes into its line
         for name, src in self.sources.items():
             ln = self._lines.get(name)
             if ln is None or ln.feed.lost:

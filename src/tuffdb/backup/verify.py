@@ -42,7 +42,8 @@ def verify_frames(path: Path, trailer: int) -> int:
         if pos != stop:
             raise CorruptionError(f"{error or 'no frame'} at offset {pos}", path=str(path),
                                   offset=pos)
-        return crc32c_extend(digest, m[stop:])
+        result: int = crc32c_extend(digest, m[stop:])
+        return result
 
 
 @contextlib.contextmanager

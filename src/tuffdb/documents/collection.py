@@ -129,7 +129,8 @@ class Collection(CollectionMeta):
         if not all(ok):
             return [self.stored(r) if good else None for r, good in zip(rids, ok, strict=True)]
         prefix = self._prefix
-        return self.db.kv.get_many([prefix + r.encode() for r in rids])
+        result: list[bytes | None] = self.db.kv.get_many([prefix + r.encode() for r in rids])
+        return result
 
     def _scan(self) -> Iterator[dict[str, Any]]:
         n = len(self._prefix)

@@ -100,7 +100,9 @@ def _load_projected(coll: Collection, rid: str, data: bytes | None, select: list
     elif select or exclude:
         fields, ttl, _ = codec.unpack_record(data, lazy_vectors=True)
         if ttl is None:  # else the full decode below applies expiry and touch
-            return codec.materialise(project({"id": rid, **fields}, select, exclude))
+            result: dict[str, Any] | None = codec.materialise(
+                project({"id": rid, **fields}, select, exclude))
+            return result
     rec = coll.decode_stored(rid, data)[0]
     return None if rec is None else project(rec, select, exclude)
 

@@ -338,7 +338,7 @@ class TailBlock:
 def nbytes(tails: Sequence[bytes] | TailBlock) -> int:
     if type(tails) is TailBlock:
         return len(tails.data)
-    return sum(map(len, tails))  # type: ignore[arg-type]
+    return sum(map(len, tails))
 
 
 def entries_block(first: int, tails: Sequence[bytes] | TailBlock) -> tuple[bytes, np.ndarray]:
@@ -354,10 +354,10 @@ def entries_block(first: int, tails: Sequence[bytes] | TailBlock) -> tuple[bytes
         tail_rows = np.frombuffer(tails.data, np.uint8).reshape(n, tl)
     else:
         tl = len(tails[0])  # type: ignore[index]
-        if n < 8 or len(set(map(len, tails))) != 1:  # type: ignore[arg-type]
+        if n < 8 or len(set(map(len, tails))) != 1:
             entries = entries_for(first, tails)  # type: ignore[arg-type]
             return b"".join(entries), np.fromiter(map(len, entries), np.int64, n)
-        tail_rows = np.frombuffer(b"".join(tails), np.uint8).reshape(n, tl)  # type: ignore[arg-type]
+        tail_rows = np.frombuffer(b"".join(tails), np.uint8).reshape(n, tl)
     blocks = []
     lens = []
     i = 0

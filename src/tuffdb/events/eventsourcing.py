@@ -58,7 +58,8 @@ class _ReadResponse(DCBReadResponse):
 
     @property
     def head(self) -> int | None:
-        return self._inner.head
+        result: int | None = self._inner.head
+        return result
 
     def __next__(self) -> DCBSequencedEvent:
         return _sequenced(next(self._inner))

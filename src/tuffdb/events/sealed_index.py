@@ -13,7 +13,15 @@ from pathlib import Path
 
 import numpy as np
 
-from tuffdb._format.record import AES_GCM, COMMIT, FRAME_SIZE, ZSTD, encode_frame, scan_frames
+from tuffdb._format.record import (
+    AES_GCM,
+    COMMIT,
+    FRAME_SIZE,
+    ZSTD,
+    Frame,
+    encode_frame,
+    scan_frames,
+)
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE, SegmentHeader, unpack_header
 from tuffdb.errors import CorruptionError
 from tuffdb.events import codec
@@ -57,7 +65,8 @@ class SegmentIndex:
 
 
 def scan_segment(
-    frames: list, base_address: int, path: str, expect_first: int, cipher: Codec | None = None
+    frames: list[Frame], base_address: int, path: str, expect_first: int,
+    cipher: Codec | None = None,
 ) -> SegmentIndex:
     """Build a segment's index from its committed frames (the recovery / rebuild path).
 

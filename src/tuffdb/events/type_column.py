@@ -79,7 +79,8 @@ class TypeColumn:
         return self._col.array[lo - 1 : hi]
 
     def of(self, positions: np.ndarray) -> np.ndarray:
-        return self._col.array[positions - 1]
+        result: np.ndarray = self._col.array[positions - 1]
+        return result
 
     def matching(self, ids: list[int], lo: int, hi: int) -> np.ndarray:
         """Positions in ``lo..hi`` whose type id is in ``ids``, ascending."""

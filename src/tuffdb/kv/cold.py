@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from operator import add, mul
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -175,7 +176,7 @@ def write_segment(
         pos = SEGMENT_HEADER_SIZE
         index = np.zeros(nblocks, dtype=BLOCK_INDEX_DTYPE)
         for b in range(nblocks):
-            raw = b"".join(parts[3 * bounds[b] : 3 * bounds[b + 1]])  # type: ignore[arg-type]
+            raw = b"".join(parts[3 * bounds[b] : 3 * bounds[b + 1]])
             flags, data = codec.encode(raw)
             if blocks_out is not None:
                 blocks_out.append(raw)
@@ -287,7 +288,7 @@ def _split_keys(body: bytes, pos: int, klens: np.ndarray) -> list[bytes]:
 
 # -- reading -------------------------------------------------------------------------------
 def parse_segment(read: Callable[[int, int], bytes], size: int, where: str,
-                  codec: Codec) -> tuple[int, dict, np.ndarray]:
+                  codec: Codec) -> tuple[int, dict[str, Any], np.ndarray]:
     """(segment id, footer meta, block index) of a cold segment of ``size`` bytes, whose
     bytes ``read(n, offset)`` returns: header, trailer, footer and block index validated.
 
@@ -328,8 +329,8 @@ LIVE_UNKNOWN = 1 << 62
 class ColdSegment:
     """An open, validated cold segment. Reads are positional and thread-safe."""
 
-    def __init__(self, path: Path, fd: int | None, seg_id: int, meta: dict, index: np.ndarray,
-                 codec: Codec, file_size: int) -> None:
+    def __init__(self, path: Path, fd: int | None, seg_id: int, meta: dict[str, Any],
+                 index: np.ndarray, codec: Codec, file_size: int) -> None:
         self.path = path
         self.id = seg_id
         self.seq: int = meta["seq"]

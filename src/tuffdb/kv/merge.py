@@ -144,7 +144,8 @@ def _merge_cost(seg: ColdSegment) -> int:
     if _unread(seg):
         return 0
     records: int = seg.meta.get("records", 0)
-    return seg.live_bytes + records * RECORD_OVERHEAD_BYTES
+    live: int = seg.live_bytes
+    return live + records * RECORD_OVERHEAD_BYTES
 
 
 def _unread(seg: ColdSegment) -> bool:

@@ -64,7 +64,10 @@ class KVSource:
         return list_state(store._dir, open_logs)
 
     def remote(self) -> dict[str, RemoteFile]:
-        return {s.path.name: s.ref for s in self._store._cold_order if s.tiered}
+        from tuffdb.kv.tier import TieredSegment  # noqa: PLC0415 - tier imports this module's users
+
+        return {s.path.name: s.ref for s in self._store._cold_order
+                if isinstance(s, TieredSegment)}
 
 
 def list_state(directory: Path, open_logs: dict[str, int]) -> tuple[list[str], dict[str, int]]:

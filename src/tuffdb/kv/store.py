@@ -776,7 +776,8 @@ class KVStore(MutableMapping[bytes, bytes]):
         return blk[off : off + (low & 0xFFFFFFF)]
 
     def _get_locked(self, key: bytes) -> bytes | None:
-        return self.get(key)
+        v: bytes | None = self.get(key)
+        return v
 
     def _get_cold_stable(self, key: bytes, default: Any) -> Any:
         """Cold read holding the background mutex, so no merge can retire segments."""
@@ -1184,7 +1185,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         return self.count()
 
     def __getitem__(self, key: bytes) -> bytes:
-        v = self.get(key)
+        v: bytes | None = self.get(key)
         if v is None:
             raise NotFoundError(key)
         return v
@@ -1322,7 +1323,8 @@ class KVStore(MutableMapping[bytes, bytes]):
     def compact(self) -> dict[str, int]:
         """Spill the hot tier and merge cold segments with dead records; return a summary."""
         self.sync()
-        return self._request("compact", None)
+        summary: dict[str, int] = self._request("compact", None)
+        return summary
 
     def check(self) -> list[str]:
         """Verify checksums, hint files and keydir/log agreement; problems as strings."""

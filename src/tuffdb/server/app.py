@@ -117,7 +117,7 @@ class Host:
                 faces[face.name] = {"status": "degraded", "error": f"health() raised {exc!r}"}
             if status == "ok" and faces[face.name].get("status") != "ok":
                 status = "degraded"
-        doc = {"status": status, "version": __version__, "pid": os.getpid(),
+        doc: dict[str, Any] = {"status": status, "version": __version__, "pid": os.getpid(),
                "uptime_s": round(time.monotonic() - self.started, 3),
                "faces": faces}
         if self.archiver is not None:

@@ -20,6 +20,7 @@ throttling) raises :class:`TransientError`, which callers retry with backoff.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import fcntl
 import os
@@ -93,7 +94,7 @@ class ObjectStore(Protocol):
 
     def list(self, prefix: str) -> list[tuple[str, int]]: ...
 
-    def delete(self, keys: list[str]) -> None: ...
+    def delete(self, keys: builtins.list[str]) -> None: ...
 
 
 def open_target(url: str | os.PathLike[str]) -> ObjectStore:
@@ -344,7 +345,7 @@ class DirStore:
         out.sort()
         return out
 
-    def delete(self, keys: list[str]) -> None:
+    def delete(self, keys: builtins.list[str]) -> None:
         dirs = set()
         for key in keys:
             p = self._path(key)
@@ -473,13 +474,13 @@ class S3Store:
     def get_file(self, key: str, path: Path, *, crc: bool = True) -> tuple[int, int]:
         del crc  # the bytes pass through here: always checksummed
         r = self._call(key, self._client.get_object, Key=self._key(key))
-        crc = size = 0
+        crc_value = size = 0
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 for buf in r["Body"].iter_chunks(_READ_CHUNK):
                     write_all(fd, buf)
-                    crc = crc32c_extend(crc, buf)
+                    crc_value = crc32c_extend(crc_value, buf)
                     size += len(buf)
                 fsync_fd(fd)
             finally:
@@ -488,7 +489,7 @@ class S3Store:
             raise
         except Exception as exc:
             raise self._error(exc, key) from exc
-        return crc, size
+        return crc_value, size
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         if end <= start:
@@ -529,7 +530,7 @@ class S3Store:
                 return sorted(out)
             token = r["NextContinuationToken"]
 
-    def delete(self, keys: list[str]) -> None:
+    def delete(self, keys: builtins.list[str]) -> None:
         for i in range(0, len(keys), 1000):
             batch = keys[i : i + 1000]
             self._call(batch[0], self._client.delete_objects,

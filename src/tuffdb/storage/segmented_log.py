@@ -139,14 +139,14 @@ class SegmentedLog:
         active = self._active
         pre = self._pre
         if pre is None:
-            active.append(data)  # type: ignore[union-attr]
+            active.append(data)
         else:
-            if active.size + len(data) > active.reserved:  # type: ignore[union-attr]
+            if active.size + len(data) > active.reserved:
                 with pre.lock:  # past the zeros: keep the filler off these bytes
-                    active.append(data)  # type: ignore[union-attr]
+                    active.append(data)
             else:
-                active.append(data)  # type: ignore[union-attr]
-            if active.reserved - active.size < pre.low:  # type: ignore[union-attr]
+                active.append(data)
+            if active.reserved - active.size < pre.low:
                 pre.wake()
         seg.size += len(data)
         return addr
@@ -174,7 +174,7 @@ class SegmentedLog:
         pre = self._pre
         if pre is not None:
             with pre.lock:
-                self._active.append(data)  # type: ignore[union-attr]
+                self._active.append(data)
             pre.wake()
         else:
             self._active.append(data)

@@ -184,7 +184,7 @@ class Feed:
             if self.lost:
                 raise FeedLost("the shipping feed fell behind its bound and was cut off; "
                                "take a new snapshot and subscribe again")
-            out = []
+            out: list[Change] = []
             while self._queue and len(out) < limit:
                 c = self._queue.popleft()
                 self._bytes -= sum(len(p[3]) for p in c.parts)

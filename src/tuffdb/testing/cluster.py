@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -29,11 +29,14 @@ WAIT_S = 90.0  # an upper bound for a loaded 2-core machine; a passing run waits
 KEY_HEX = bytes(range(32)).hex()  # the cluster's shared encryption key (documents face)
 
 
-def until(what: str, check: Callable[[], Any], timeout: float = WAIT_S) -> Any:
+T = TypeVar("T")
+
+
+def until(what: str, check: Callable[[], T | None], timeout: float = WAIT_S) -> T:
     """Poll ``check`` until it returns something truthy (its value), failing after
     ``timeout`` seconds with ``what`` in the message."""
     deadline = time.monotonic() + timeout
-    last: Any = None
+    last: T | Exception | None = None
     while time.monotonic() < deadline:
         try:
             last = check()
@@ -175,7 +178,7 @@ class ServerCluster:
     def in_sync(self, leader: ServerNode, count: int) -> dict[str, Any]:
         """Wait until ``count`` followers are in the leader's sync set."""
         def check() -> dict[str, Any] | None:
-            followers = leader.health().get("cluster", {}).get("followers", {})
+            followers: dict[str, Any] = leader.health().get("cluster", {}).get("followers", {})
             synced = [n for n, f in followers.items() if f.get("in_sync") and f.get("connected")]
             return followers if len(synced) >= count else None
         return until(f"{count} followers in sync", check)

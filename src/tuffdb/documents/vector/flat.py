@@ -52,7 +52,8 @@ def _matvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
     if _einsum is None:
         _einsum = _pick(m, v)
     if _einsum:
-        return np.einsum("ij,j->i", m, v)
+        result: np.ndarray = np.einsum("ij,j->i", m, v)
+        return result
     return _gemv(m, v)
 
 

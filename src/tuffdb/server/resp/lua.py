@@ -461,14 +461,18 @@ class LuaEngine:
     def run_function(self, fn: Any, keys: list[bytes], argv: list[bytes]) -> tuple[bool, Any]:
         """(True, result) or (False, error table) of one call of a library's function."""
         self.resp3 = False
-        return self._run_function(fn, self.lua.table_from(keys), self.lua.table_from(argv))
+        result: tuple[bool, Any] = self._run_function(fn, self.lua.table_from(keys),
+                                                      self.lua.table_from(argv))
+        return result
 
     # -- running ----------------------------------------------------------------------------
     def run(self, sha: str, keys: list[bytes], argv: list[bytes]) -> tuple[bool, Any]:
         """(True, result) or (False, error table) of one call of a cached script."""
         self.resp3 = False
         fn = self.scripts[sha]
-        return self._run(fn, self.lua.table_from(keys), self.lua.table_from(argv))
+        result: tuple[bool, Any] = self._run(fn, self.lua.table_from(keys),
+                                             self.lua.table_from(argv))
+        return result
 
     def error_line(self, err: Any, sha: str) -> str:
         """The error reply text of a script that raised (with Redis's suffix)."""

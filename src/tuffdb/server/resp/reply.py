@@ -80,6 +80,17 @@ def same_length_array(values: Sequence[bytes], width: int) -> bytes:
     return b"*%d\r\n$%d\r\n%b\r\n" % (len(values), width, (b"\r\n$%d\r\n" % width).join(values))
 
 
+def bulks_or_nulls(values: list[bytes | None], null: bytes) -> bytes:
+    """An array of bulk strings where a None is the protocol's ``null``."""
+    if not holds(values, None):
+        return bulk_array(values)  # type: ignore[arg-type]
+    parts = [b"*%d\r\n" % len(values)]
+    add = parts.append
+    for v in values:
+        add(null if v is None else b"$%d\r\n%b\r\n" % (len(v), v))
+    return b"".join(parts)
+
+
 class Resp2:
     """Encoder for RESP2 connections."""
 
@@ -89,13 +100,7 @@ class Resp2:
 
     @staticmethod
     def bulks(values: list[bytes | None]) -> bytes:
-        if not holds(values, None):
-            return bulk_array(values)  # type: ignore[arg-type]
-        parts = [b"*%d\r\n" % len(values)]
-        add = parts.append
-        for v in values:
-            add(b"$-1\r\n" if v is None else b"$%d\r\n%b\r\n" % (len(v), v))
-        return b"".join(parts)
+        return bulks_or_nulls(values, Resp2.null)
 
     @staticmethod
     def map(pairs: Iterable[tuple[bytes, bytes]]) -> bytes:
@@ -134,13 +139,7 @@ class Resp3(Resp2):
 
     @staticmethod
     def bulks(values: list[bytes | None]) -> bytes:
-        if not holds(values, None):
-            return bulk_array(values)  # type: ignore[arg-type]
-        parts = [b"*%d\r\n" % len(values)]
-        add = parts.append
-        for v in values:
-            add(b"_\r\n" if v is None else b"$%d\r\n%b\r\n" % (len(v), v))
-        return b"".join(parts)
+        return bulks_or_nulls(values, Resp3.null)
 
     @staticmethod
     def map(pairs: Iterable[tuple[bytes, bytes]]) -> bytes:

@@ -112,7 +112,7 @@ class Sweeper:
 
     def _alive(self, cid: int, key: bytes) -> bool:
         raw = self.srv.store.get(stored(key))
-        return is_collection(raw) and cid_of(raw) == cid  # type: ignore[arg-type]
+        return is_collection(raw) and cid_of(raw) == cid
 
     def _sweep(self, cid: int, budget: int) -> tuple[bool, int]:
         """Delete up to ``budget`` entries of dead collection ``cid``; returns (entries

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tuffdb.errors import AuthError, ProgrammingError
+from tuffdb.errors import AuthError, CorruptionError, ProgrammingError
 from tuffdb.events.store import EventStore
 from tuffdb.events.subscription import next_positions
 from tuffdb.events.writer import Settled
@@ -235,7 +235,7 @@ class DCBService:
             for chunk, body in self._batches(pos, batch):
                 yield wire.read_message(body, head if head is not None else int(chunk[-1]))
         except Exception as exc:
-            raise wire.CorruptionError(f"read failed: {exc}") from exc
+            raise CorruptionError(f"read failed: {exc}") from exc
 
     def subscribe(self, call: Call, raw: bytes) -> Iterator[bytes]:
         call.send_headers()  # early headers: the client's subscribe() returns at once
@@ -308,7 +308,9 @@ class HealthService:
             status: int = hpb.HealthCheckResponse.SERVICE_UNKNOWN
         else:
             status = self.status
-        return hpb.HealthCheckResponse(status=status).SerializeToString()  # type: ignore[arg-type]
+        response = hpb.HealthCheckResponse(status=status)  # type: ignore[arg-type]
+        result: bytes = response.SerializeToString()
+        return result
 
     def check(self, _call: Call, raw: bytes) -> bytes:
         req = hpb.HealthCheckRequest.FromString(raw)

@@ -6,6 +6,8 @@ bytes (see ``tuffdb.events.codec``) without building message objects.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from google.protobuf.message import DecodeError
 
@@ -65,7 +67,8 @@ def classify(exc: BaseException) -> tuple[StatusCode, int, str]:
 
 def error_details(etype: int, message: str) -> bytes:
     msg = pb.ErrorResponse(message=message, error_type=etype)  # type: ignore[arg-type]
-    return msg.SerializeToString()
+    result: bytes = msg.SerializeToString()
+    return result
 
 
 def items_from_pb(q: pb.Query) -> list[tuple[list[str], list[str]]] | None:
@@ -84,7 +87,7 @@ def query_from_pb(q: pb.Query) -> Query:
 
 
 def encode_append(req: pb.AppendRequest, raw: bytes | None = None) -> tuple[
-    list[bytes] | codec.TailBlock, list[str], list, list[str] | None, tuple[str, int] | None
+    list[bytes] | codec.TailBlock, list[str], list[Any], list[str] | None, tuple[str, int] | None
 ]:
     """Validate an AppendRequest and build entry tails; raises before anything is queued.
 

@@ -169,7 +169,9 @@ def _master_fields(node: Any) -> list[tuple[str, object]] | None:
 
 
 def _flat(fields: list[tuple[str, object]], enc: Any) -> bytes:
-    return enc.map([(reply.bulk(k.encode()), reply.bulk(str(v).encode())) for k, v in fields])
+    result: bytes = enc.map([(reply.bulk(k.encode()), reply.bulk(str(v).encode()))
+                             for k, v in fields])
+    return result
 
 
 @command("sentinel", -2, "admin noscript loading stale", group="sentinel", since="2.8.4")

@@ -341,7 +341,7 @@ def scan(c: Conn, a: list[bytes]) -> bytes:
     if last_seen is not None and next(it, None) is None:
         last_seen = None
     next_cursor = 0 if last_seen is None else c.srv.save_cursor(last_seen)
-    return reply.array([reply.bulk(b"%d" % next_cursor), c.enc.bulks(keys)])
+    return reply.array([reply.bulk(b"%d" % next_cursor), reply.bulk_array(keys)])
 
 
 def parse_cursor(raw: bytes) -> int:

@@ -81,7 +81,8 @@ class ListState:
         got = c.db.get_many(self.positions(i, j))
         if holds(got, None):  # only if the engine lost an element: never hand out a null
             return [v if v is not None else b"" for v in got]
-        return got  # type: ignore[return-value]
+        result: list[bytes] = got
+        return result
 
     def push(self, values: list[bytes], *, left: bool) -> None:
         ops = self.ops

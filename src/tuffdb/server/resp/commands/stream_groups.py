@@ -308,7 +308,8 @@ def xautoclaim(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901
     if not s.existed or s.group(c, gname) is None:
         raise _nogroup_plain(key, gname)
     now = now_ms()
-    claimed, deleted = [], []
+    claimed: list[bytes] = []
+    deleted: list[bytes] = []
     nxt: Id = (0, 0)
     attempts = count * 10
     for pid, _, delivered_at, deliveries in s.pending(c, gname, start):

@@ -121,6 +121,9 @@ class Stream:
 
     __slots__ = ("added", "cid", "existed", "key", "last", "length", "maxdel", "ops", "prefix",
                  "sec", "skey")
+    added: int
+    cid: int
+    length: int
 
     def __init__(self, c: Conn, key: bytes, *, create: bool = False) -> None:
         self.key = key
