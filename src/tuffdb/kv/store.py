@@ -1153,6 +1153,14 @@ class KVStore(MutableMapping[bytes, bytes]):
             keys = [k for k in keys if k.startswith(prefix)]
         return keys
 
+    def items_in_range(self, prefix: bytes = b"", start: bytes | None = None,
+                       end: bytes | None = None) -> list[tuple[bytes, bytes]]:
+        """The (key, value) pairs :meth:`scan` would yield, as one list: the keys of
+        :meth:`keys_in_range` and their values by one :meth:`get_many` (C loops over the
+        dicts, where ``scan`` makes a ``get`` call per key)."""
+        keys = self.keys_in_range(prefix, start, end)
+        return [(k, v) for k, v in zip(keys, self.get_many(keys), strict=True) if v is not None]
+
     def scan(self, prefix: bytes = b"", start: bytes | None = None,
              end: bytes | None = None, *, reverse: bool = False,
              skip: int = 0) -> Iterator[tuple[bytes, bytes]]:

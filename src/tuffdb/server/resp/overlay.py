@@ -214,6 +214,12 @@ class Overlay:
             return self.base.keys_in_range(prefix, start, end)
         return list(self.scan_keys(prefix, start, end))
 
+    def items_in_range(self, prefix: bytes = b"", start: bytes | None = None,
+                       end: bytes | None = None) -> list[tuple[bytes, bytes]]:
+        if not self._mine(prefix, start, end):
+            return self.base.items_in_range(prefix, start, end)
+        return list(self.scan(prefix, start, end))
+
     def count(self, prefix: bytes = b"", start: bytes | None = None,
               end: bytes | None = None) -> int:
         n = self.base.count(prefix, start, end)

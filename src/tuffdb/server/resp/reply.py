@@ -54,22 +54,28 @@ def _head(n: int) -> bytes:
 
 
 def bulk_array(values: Sequence[bytes]) -> bytes:
-    """An array of bulk strings (no nulls), built by C loops. Values of one length (ids,
-    counters, fixed-size payloads) share one ``$len`` header, so the array is one
-    ``join`` with the header as separator; otherwise the headers are made by ``map``
-    (looked up for short values) and interleaved with the values by slice assignment."""
+    """An array of bulk strings (no nulls), built by C loops (:func:`bulks_after`)."""
     n = len(values)
     if not n:
         return EMPTY_ARRAY
+    return bulks_after(b"*%d\r\n" % n, values)
+
+
+def bulks_after(header: bytes, values: Sequence[bytes]) -> bytes:
+    """``header`` and then the bulk strings of ``values`` (at least one, no nulls), built
+    by C loops. Values of one length (ids, counters, fixed-size payloads) share one
+    ``$len`` header, so the bulks are one ``join`` with the header as separator; otherwise
+    the headers are made by ``map`` (looked up for short values) and interleaved with
+    the values by slice assignment."""
     lens = list(map(len, values))
     first = lens[0]
-    if lens.count(first) == n:  # small ints are shared objects: count compares identities
-        return same_length_array(values, first)
-    items: list[bytes] = [b""] * (2 * n)
+    if lens.count(first) == len(lens):  # small ints are shared objects: count compares identities
+        return b"%b$%d\r\n%b\r\n" % (header, first, (b"\r\n$%d\r\n" % first).join(values))
+    items: list[bytes] = [b""] * (2 * len(lens))
     items[::2] = (list(map(_SMALL_HEADS.__getitem__, lens)) if max(lens) < 1024  # noqa: PLR2004
                   else list(map(_head, lens)))
     items[1::2] = values
-    return b"*%d\r\n%b\r\n" % (n, b"\r\n".join(items))
+    return b"%b%b\r\n" % (header, b"\r\n".join(items))
 
 
 def same_length_array(values: Sequence[bytes], width: int) -> bytes:
@@ -106,6 +112,11 @@ class Resp2:
     def map(pairs: Iterable[tuple[bytes, bytes]]) -> bytes:
         flat = [x for kv in pairs for x in kv]
         return b"*%d\r\n%b" % (len(flat), b"".join(flat))
+
+    @staticmethod
+    def bulk_map(flat: Sequence[bytes]) -> bytes:
+        """A map of bulk strings given as ``[key, value, key, value, ...]``."""
+        return bulk_array(flat)
 
     @staticmethod
     def set(items: Sequence[bytes]) -> bytes:
@@ -145,6 +156,10 @@ class Resp3(Resp2):
     def map(pairs: Iterable[tuple[bytes, bytes]]) -> bytes:
         items = list(pairs)
         return b"%%%d\r\n%b" % (len(items), b"".join(k + v for k, v in items))
+
+    @staticmethod
+    def bulk_map(flat: Sequence[bytes]) -> bytes:
+        return bulks_after(b"%%%d\r\n" % (len(flat) // 2), flat) if flat else b"%0\r\n"
 
     @staticmethod
     def set(items: Sequence[bytes]) -> bytes:

@@ -58,7 +58,7 @@ def field_pairs(c: Conn, cid: int) -> list[tuple[bytes, bytes]]:
     """(field, value) of hash ``cid``, in field order."""
     prefix = elements(cid)
     n = len(prefix)
-    return [(k[n:], v) for k, v in c.db.scan(prefix)]
+    return [(k[n:], v) for k, v in c.db.items_in_range(prefix)]
 
 
 @command("hset", -4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0")
@@ -140,7 +140,7 @@ def hmget(c: Conn, a: list[bytes]) -> bytes:
 def hgetall(c: Conn, a: list[bytes]) -> bytes:
     """Every field and value of a hash (a map in RESP3)."""
     fields = _fields(c, Coll(c, a[1], TAG_HASH))
-    return c.enc.map([(reply.bulk(k), reply.bulk(v)) for k, v in fields])
+    return c.enc.bulk_map([x for kv in fields for x in kv])
 
 
 @command("hdel", -3, "write fast", (1, 1, 1), group="hash", since="2.0.0")
@@ -186,7 +186,7 @@ def hkeys(c: Conn, a: list[bytes]) -> bytes:
         return c.enc.bulks([])
     prefix = elements(h.cid)
     n = len(prefix)
-    return c.enc.bulks([k[n:] for k in c.db.scan_keys(prefix)])
+    return reply.bulk_array([k[n:] for k in c.db.keys_in_range(prefix)])
 
 
 @command("hvals", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0")
