@@ -278,7 +278,7 @@ def copy(c: Conn, a: list[bytes]) -> bytes:
         for prefix, new in ((elements(old_cid), elements(cid)),
                             (secondary(old_cid), secondary(cid))):
             n = len(prefix)
-            ops += [(new + k[n:], v) for k, v in db.scan(prefix)]
+            ops += [(new + k[n:], v) for k, v in db.items_in_range(prefix)]
     ops.append((sdst, value, ttl))
     db.write_batch(ops, sync=False)
     if old is not None:

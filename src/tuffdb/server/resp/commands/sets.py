@@ -40,7 +40,7 @@ def member_names(c: Conn, cid: int) -> list[bytes]:
     """The members of set ``cid``, in byte order."""
     prefix = elements(cid)
     n = len(prefix)
-    return [k[n:] for k in c.db.scan_keys(prefix)]
+    return [k[n:] for k in c.db.keys_in_range(prefix)]
 
 
 @command("sadd", -3, "write denyoom fast", (1, 1, 1), group="set")
@@ -163,7 +163,7 @@ def _pick(c: Conn, s: Coll, count: int, *, distinct: bool) -> list[tuple[bytes, 
     prefix = elements(s.cid)
     if distinct and count >= s.size:
         n = len(prefix)
-        return [(k[n:], v) for k, v in c.db.scan(prefix)]
+        return [(k[n:], v) for k, v in c.db.items_in_range(prefix)]
     if distinct:
         if count * 4 > s.size:  # a good part of the set: one walk is cheaper than seeks
             keep = set(_distinct_positions(s.size, count))

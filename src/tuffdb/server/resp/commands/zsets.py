@@ -736,7 +736,7 @@ def _members_with_scores(c: Conn, key: bytes) -> dict[bytes, float] | None:
     if raw[0] == TAG_SET:
         prefix = elements(int(META.unpack_from(raw)[1]))
         n = len(prefix)
-        return {k[n:]: 1.0 for k in c.db.scan_keys(prefix)}
+        return {k[n:]: 1.0 for k in c.db.keys_in_range(prefix)}
     z = ZSet(c, key)
     return dict(z.entries(c))
 
