@@ -443,8 +443,28 @@ RESP3: Script = [
 ]
 
 
-@pytest.mark.parametrize("name", ["LISTS", "SETS", "ZSETS", "GENERIC", "COPIES", "SORTS",
-                                  "LCS_SCRIPT", "INTROSPECTION", "SINGLE_NODE", "RESP3"])
+# Long ranges of a list (LRANGE reads 32+ elements from the engine's ordered view) after
+# pushes at both ends, pops, and LINSERT / LREM / LSET / LTRIM, which move elements; and
+# the same reads inside MULTI and a script, where writes wait in an overlay.
+LONG_LISTS: Script = [
+    ("RPUSH", "big", *[f"r{i}" for i in range(150)]),
+    ("LPUSH", "big", *[f"l{i}" for i in range(150)]),
+    ("LRANGE", "big", "0", "-1"), ("LRANGE", "big", "10", "250"), ("LRANGE", "big", "-40", "-1"),
+    ("LPOP", "big", "7"), ("RPOP", "big", "5"), ("LRANGE", "big", "0", "99"),
+    ("LINSERT", "big", "BEFORE", "r20", "new"), ("LREM", "big", "0", "l100"),
+    ("LSET", "big", "60", "set"), ("LRANGE", "big", "0", "-1"), ("LINDEX", "big", "200"),
+    ("LTRIM", "big", "3", "-4"), ("LRANGE", "big", "-100", "-1"), ("LLEN", "big"),
+    ("MULTI",), ("RPUSH", "big", "m1", "m2"), ("LRANGE", "big", "-50", "-1"), ("LPOP", "big"),
+    ("LRANGE", "big", "0", "40"), ("EXEC",),
+    ("EVAL", "redis.call('LPUSH', KEYS[1], 'e'); return redis.call('LRANGE', KEYS[1], 0, 60)",
+     "1", "big"),
+    ("LRANGE", "big", "0", "-1"),
+]
+
+
+@pytest.mark.parametrize("name", ["LISTS", "LONG_LISTS", "SETS", "ZSETS", "GENERIC", "COPIES",
+                                  "SORTS", "LCS_SCRIPT", "INTROSPECTION", "SINGLE_NODE",
+                                  "RESP3"])
 def test_type_scripts_reply_like_redis(servers: tuple[int, int], name: str) -> None:
     compare(servers, globals()[name])
 

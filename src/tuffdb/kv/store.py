@@ -1153,6 +1153,13 @@ class KVStore(MutableMapping[bytes, bytes]):
             keys = [k for k in keys if k.startswith(prefix)]
         return keys
 
+    def keys_between(self, lo: bytes, hi: bytes, limit: int) -> list[bytes]:
+        """Up to ``limit`` keys in [lo, hi), in order, as the ordered view holds them (one
+        C slice under the lock, the view current with every write). TTLs are not looked
+        at: for keys that never have one (a list's elements), where a reader knows how
+        many to expect and checks the count."""
+        return self._ordered_keys(lo, hi, limit)
+
     def items_in_range(self, prefix: bytes = b"", start: bytes | None = None,
                        end: bytes | None = None) -> list[tuple[bytes, bytes]]:
         """The (key, value) pairs :meth:`scan` would yield, as one list: the keys of

@@ -15,6 +15,7 @@ import numpy as np
 
 from tuffdb._format.resp import LIST_META, LIST_START, TAG_LIST, U64
 from tuffdb.kv.hot_tier import holds
+from tuffdb.kv.store import KVStore
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.blocking import Blocked
 from tuffdb.server.resp.commands.collection import (
@@ -74,11 +75,22 @@ class ListState:
         """Engine keys of elements i..j-1."""
         return element_keys(self.prefix, self.head + i, self.head + j)
 
+    def keys(self, c: Conn, i: int, j: int) -> list[bytes]:
+        """Engine keys of elements i..j-1 to read: many of them are taken from the engine's
+        ordered view (one C slice of keys that exist, where :meth:`positions` makes a
+        bytes object per element), when it holds exactly as many as the list says."""
+        db = c.db
+        if j - i >= MANY_POSITIONS and type(db) is KVStore:
+            keys = db.keys_between(self.pos(i), self.pos(j), j - i)
+            if len(keys) == j - i:
+                return keys
+        return self.positions(i, j)
+
     def values(self, c: Conn, i: int, j: int) -> list[bytes]:
         """Elements i..j-1 (0 <= i <= j <= size)."""
         if i >= j:
             return []
-        got = c.db.get_many(self.positions(i, j))
+        got = c.db.get_many(self.keys(c, i, j))
         if holds(got, None):  # only if the engine lost an element: never hand out a null
             return [v if v is not None else b"" for v in got]
         result: list[bytes] = got
