@@ -128,7 +128,11 @@ def _dense_script() -> Script:
     points: list[str] = []
     for i in range(3000):
         points += [f"{13 + rng.random():.6f}", f"{52 + rng.random():.6f}", f"d{i}"]
-    script: Script = [("GEOADD", "dense", *points)]
+    script: Script = [("GEOADD", "dense", *points),
+                      # a twin of d5 at its very position, found by a radius of 0
+                      ("GEOADD", "dense", points[15], points[16], "twin"),
+                      ("GEOSEARCH", "dense", "FROMMEMBER", "d5", "BYRADIUS", "0", "m",
+                       "WITHDIST", "ASC")]
     for i in range(40):
         lon, lat = f"{13 + rng.random():.5f}", f"{52 + rng.random():.5f}"
         r = rng.choice(["0.5", "2", "7", "20", "60"])

@@ -353,6 +353,7 @@ _SQUASH = [(np.uint64(sh), np.uint64(m)) for sh, m in (
     (1, 0x3333333333333333), (2, 0x0F0F0F0F0F0F0F0F), (4, 0x00FF00FF00FF00FF),
     (8, 0x0000FFFF0000FFFF), (16, 0xFFFFFFFF))]
 SLACK = 1e-9  # relative margin of the NumPy pre-test over the exact one
+EDGE_M = 1e-6  # and an absolute one, in metres (a radius of 0)
 
 
 def _scores(keys: list[bytes], n: int) -> np.ndarray:
@@ -400,9 +401,9 @@ def _maybe_inside(s: Shape, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
     """A mask of the positions that may be inside the shape (every one that is, and a
     few on its edge that the exact test then turns away)."""
     if s.radius is not None:
-        return _distances(s.lon, s.lat, lon, lat) <= s.radius * s.factor * (1 + SLACK)
-    half_h = s.height * s.factor / 2 * (1 + SLACK)
-    half_w = s.width * s.factor / 2 * (1 + SLACK)
+        return _distances(s.lon, s.lat, lon, lat) <= s.radius * s.factor * (1 + SLACK) + EDGE_M
+    half_h = s.height * s.factor / 2 * (1 + SLACK) + EDGE_M
+    half_w = s.width * s.factor / 2 * (1 + SLACK) + EDGE_M
     ok = EARTH_RADIUS_M * np.abs(s.lat * D_R - lat * D_R) <= half_h
     # The east-west distance at the member's own latitude (distance(lon, lat, s.lon, lat)).
     v = np.sin((s.lon * D_R - lon * D_R) / 2)
