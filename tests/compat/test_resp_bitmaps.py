@@ -3,8 +3,9 @@ commands (TOUCH EXPIRETIME PEXPIRETIME SUBSTR) against a real redis-server, repl
 reply: a scripted sequence of their edges and errors, and Hypothesis-generated sequences.
 
 Not compared: offsets past 2^31 bits (a string is at most the engine's 256 MB value,
-Redis allows 512 MB) and PEXPIRETIME after a PEXPIREAT, which may come back 1 ms early
-(the engine keeps whole milliseconds from a relative TTL).
+Redis allows 512 MB). PEXPIREAT keeps its deadline to the millisecond: PEXPIRETIME after
+it gives the same number back (before, the engine took the deadline as a relative TTL
+and could answer 1 ms early).
 """
 
 from __future__ import annotations
@@ -136,7 +137,13 @@ SCRIPT: Script = [
  ('EXPIRETIME', 'nokey'),
  ('PEXPIREAT', 'x', '4102444800123'),
  ('EXPIRETIME', 'x'),
+ ('PEXPIRETIME', 'x'),
  ('PEXPIRETIME', 'nokey'),
+ *[cmd for ms in range(4102444800001, 4102444800041, 3)
+   for cmd in (('PEXPIREAT', 'x', str(ms)), ('PEXPIRETIME', 'x'), ('EXPIRETIME', 'x'))],
+ ('PEXPIREAT', 'x', '4102444800999', 'GT'), ('PEXPIRETIME', 'x'),
+ ('PEXPIREAT', 'x', '4102444800500', 'LT'), ('PEXPIRETIME', 'x'),
+ ('PEXPIREAT', 'x', '1000'), ('PEXPIRETIME', 'x'), ('EXISTS', 'x'),
 ]
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tuffdb import KVStore
+from tuffdb.errors import NotFoundError
 
 
 @pytest.mark.parametrize("ttl", [0, -5, -0.001])
@@ -34,3 +35,28 @@ def test_expire_with_a_non_positive_ttl_deletes_and_says_whether_the_key_existed
         assert store.expire(b"k", 0) is True
         assert store.get(b"k") is None
         assert store.expire(b"missing", -1) is False
+
+
+def test_expire_at_keeps_the_deadline_to_the_millisecond(tmp_path: Path) -> None:
+    """expire_at (PEXPIREAT) stores the deadline it is given, read back by expires_at and
+    after a reopen (the log carries it); a deadline already passed deletes the key."""
+    import time
+
+    deadline = int(time.time() * 1000) + 3_600_123
+    with KVStore.open(tmp_path / "kv", durability="always") as store:
+        store.put(b"k", b"v")
+        store.put(b"gone", b"v")
+        assert store.expires_at(b"k") is None
+        for ms in range(deadline, deadline + 7):  # every millisecond, not every other
+            assert store.expire_at(b"k", ms) is True
+            assert store.expires_at(b"k") == ms
+        assert store.expire_at(b"missing", deadline) is False
+        assert store.expire_at(b"gone", int(time.time() * 1000) - 1) is True
+        assert store.get(b"gone") is None
+        with pytest.raises(NotFoundError):
+            store.expires_at(b"gone")
+        assert store.get(b"k") == b"v"
+        assert store.check() == []
+    with KVStore.open(tmp_path / "kv") as store:
+        assert store.expires_at(b"k") == deadline + 6
+        assert store.get(b"k") == b"v"

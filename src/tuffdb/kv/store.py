@@ -921,6 +921,37 @@ class KVStore(MutableMapping[bytes, bytes]):
         self.put(key, v, ttl=seconds)
         return True
 
+    def expire_at(self, key: bytes, deadline_ms: int) -> bool:
+        """Make ``key`` expire at ``deadline_ms`` (Unix time in milliseconds, kept exactly,
+        as Redis's PEXPIREAT); False if it does not exist. A deadline already passed
+        deletes the key."""
+        self._require_open()
+        if deadline_ms <= self._now_ms():
+            return self.delete(key)
+        with self._lock:
+            v = self._get_locked(key)
+            if v is None:
+                return False
+            self._check_writable()
+            active = self._active
+            self._put_exp(active, key, v, deadline_ms)  # the key exists: no ordered-view change
+            active.bytes += len(key) + len(v) + RECORD_OVERHEAD_BYTES
+            self.changes += 1
+            if active.bytes >= self._hot_bytes:
+                self._seal_locked()
+        if self._durability == "always":
+            self._wait(self._committer.ticket())
+        return True
+
+    def expires_at(self, key: bytes) -> int | None:
+        """The Unix time in milliseconds at which ``key`` expires; None if it has no TTL.
+
+        :raises NotFoundError: the key does not exist.
+        """
+        if self.get(key) is None:
+            raise NotFoundError(key)
+        return self._expiry.get(key)
+
     def persist(self, key: bytes) -> bool:
         """Drop the TTL of ``key``; False if the key is absent or has no TTL."""
         v = self.get(key)

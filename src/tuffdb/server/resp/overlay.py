@@ -112,6 +112,13 @@ class Overlay:
             self._set(key, value, time.time() + seconds)
         return True
 
+    def expire_at(self, key: bytes, deadline_ms: int) -> bool:
+        return self.expire(key, deadline_ms / 1000 - time.time())
+
+    def expires_at(self, key: bytes) -> int | None:
+        ttl = self.ttl(key)
+        return None if ttl is None else round((time.time() + ttl) * 1000)
+
     def persist(self, key: bytes) -> bool:
         value = self.get(key)
         if value is None or self.ttl(key) is None:

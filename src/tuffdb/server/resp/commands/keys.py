@@ -9,6 +9,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any
 
+from tuffdb.errors import NotFoundError
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.common import INT64_MAX, INT_RE, remaining_ttl, to_int
 from tuffdb.server.resp.glob import compile_glob, literal_prefix
@@ -115,6 +116,8 @@ def _expire(  # noqa: C901, PLR0912  (Redis option parsing)
         db.delete(skey, sync=False)
         if raw is not None:
             c.srv.dropped(raw)
+    elif absolute:
+        db.expire_at(skey, ms)  # the deadline itself, to the millisecond (PEXPIRETIME)
     else:
         db.expire(skey, seconds)
     c.srv.touch(key)
@@ -167,10 +170,16 @@ def pttl(c: Conn, a: list[bytes]) -> bytes:
 
 
 def _expire_time_ms(c: Conn, key: bytes) -> int:
-    """The absolute expiry in Unix ms (-1 none, -2 no key): the engine keeps a deadline to
-    the ms, so an EXPIREAT's own second comes back."""
-    ms = _ttl_ms(c, key)
-    return ms if ms < 0 else round(time.time() * 1000) + ms
+    """The absolute expiry in Unix ms (-1 none, -2 no key): the engine's deadline itself,
+    so a PEXPIREAT's own millisecond comes back."""
+    skey = stored(key)
+    if not c.db.exists(skey):
+        return -2
+    try:
+        at = c.db.expires_at(skey)
+    except NotFoundError:
+        return -2
+    return -1 if at is None else at
 
 
 @command("expiretime", 2, "readonly fast", (1, 1, 1), group="keyspace", since="7.0.0")
