@@ -70,7 +70,7 @@ def bulks_after(header: bytes, values: Sequence[bytes]) -> bytes:
     lens = list(map(len, values))
     first = lens[0]
     if lens.count(first) == len(lens):  # small ints are shared objects: count compares identities
-        return b"%b$%d\r\n%b\r\n" % (header, first, (b"\r\n$%d\r\n" % first).join(values))
+        return _same_length(header, values, first)
     items: list[bytes] = [b""] * (2 * len(lens))
     items[::2] = (list(map(_SMALL_HEADS.__getitem__, lens)) if max(lens) < 1024  # noqa: PLR2004
                   else list(map(_head, lens)))
@@ -83,7 +83,13 @@ def same_length_array(values: Sequence[bytes], width: int) -> bytes:
     shared ``$len`` header as its separator."""
     if not values:
         return EMPTY_ARRAY
-    return b"*%d\r\n$%d\r\n%b\r\n" % (len(values), width, (b"\r\n$%d\r\n" % width).join(values))
+    return _same_length(b"*%d\r\n" % len(values), values, width)
+
+
+def _same_length(header: bytes, values: Sequence[bytes], width: int) -> bytes:
+    """``header`` and bulks all ``width`` bytes long: one ``join``, with the shared
+    ``$len`` header as its separator."""
+    return b"%b$%d\r\n%b\r\n" % (header, width, (b"\r\n$%d\r\n" % width).join(values))
 
 
 def bulks_or_nulls(values: list[bytes | None], null: bytes) -> bytes:

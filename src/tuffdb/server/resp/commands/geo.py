@@ -386,13 +386,14 @@ def _positions(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out[0], out[1]
 
 
-def _distances(lon1: float, lat1: float, lon2: np.ndarray, lat2: np.ndarray) -> np.ndarray:
-    """:func:`distance` from one point to many (NumPy's trigonometry: within a few units
-    in the last place of libm's)."""
+def _distances(lon1: float | np.ndarray, lat1: float | np.ndarray, lon2: float | np.ndarray,
+               lat2: np.ndarray) -> np.ndarray:
+    """:func:`distance` for many pairs (NumPy's trigonometry: within a few units in the
+    last place of libm's)."""
     v = np.sin((lon2 * D_R - lon1 * D_R) / 2)
     lat1r, lat2r = lat1 * D_R, lat2 * D_R
     u = np.sin((lat2r - lat1r) / 2)
-    a = u * u + math.cos(lat1r) * np.cos(lat2r) * v * v
+    a = u * u + np.cos(lat1r) * np.cos(lat2r) * v * v
     far = 2.0 * EARTH_RADIUS_M * np.arcsin(np.sqrt(np.minimum(a, 1.0)))
     return np.where(v == 0.0, EARTH_RADIUS_M * np.abs(lat2r - lat1r), far)
 
@@ -405,11 +406,8 @@ def _maybe_inside(s: Shape, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
     half_h = s.height * s.factor / 2 * (1 + SLACK) + EDGE_M
     half_w = s.width * s.factor / 2 * (1 + SLACK) + EDGE_M
     ok = EARTH_RADIUS_M * np.abs(s.lat * D_R - lat * D_R) <= half_h
-    # The east-west distance at the member's own latitude (distance(lon, lat, s.lon, lat)).
-    v = np.sin((s.lon * D_R - lon * D_R) / 2)
-    a = np.cos(lat * D_R) ** 2 * v * v
-    ew = 2.0 * EARTH_RADIUS_M * np.arcsin(np.sqrt(np.minimum(a, 1.0)))
-    inside: np.ndarray = ok & (ew <= half_w)
+    # The east-west distance at the member's own latitude, as _inside measures it.
+    inside: np.ndarray = ok & (_distances(lon, lat, s.lon, lat) <= half_w)
     return inside
 
 

@@ -40,6 +40,7 @@ DENSE_BYTES = REGISTERS * 6 // 8
 HEADER = 16
 MAGIC = b"HYLL"
 DENSE, SPARSE = 0, 1
+_SPARSE_TAG = bytes((SPARSE,))
 SPARSE_MAX_BYTES = 3000  # Redis's hll-sparse-max-bytes
 SPARSE_MAX_VALUE = 32
 FEW_RUNS = 128  # below this many runs a sparse body is built by a loop (_runs_body)
@@ -389,7 +390,7 @@ def pfadd(c: Conn, a: list[bytes]) -> bytes:
             return reply.ZERO
         _write(c, a[1], raw[:8] + stale(raw) + bytes(buf), True)
         return reply.ONE
-    if raw is None or (len(raw) <= HEADER + SHORT_SPARSE and raw[4:5] == b"\x01"):
+    if raw is None or (len(raw) <= HEADER + SHORT_SPARSE and raw[4:5] == _SPARSE_TAG):
         if raw is not None:
             check(raw)
         changed, body = _sparse_add(EMPTY_SPARSE if raw is None else raw[HEADER:], a[2:])

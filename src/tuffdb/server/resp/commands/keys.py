@@ -172,11 +172,8 @@ def pttl(c: Conn, a: list[bytes]) -> bytes:
 def _expire_time_ms(c: Conn, key: bytes) -> int:
     """The absolute expiry in Unix ms (-1 none, -2 no key): the engine's deadline itself,
     so a PEXPIREAT's own millisecond comes back."""
-    skey = stored(key)
-    if not c.db.exists(skey):
-        return -2
     try:
-        at = c.db.expires_at(skey)
+        at = c.db.expires_at(stored(key))
     except NotFoundError:
         return -2
     return -1 if at is None else at
