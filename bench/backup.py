@@ -341,8 +341,8 @@ def server_under_load(work: Path, gb: float, repeats: int, throttle_mb: list[flo
         print(f"  server data directory: {size / 1e9:.2f} GB", flush=True)
         admin = ports["admin"]
 
-        def backup(rate: float | None = None) -> tuple[int, Path]:
-            body: dict[str, Any] = {"dest": str(work / "bk-server")}
+        def backup(rate: float | None = None, pace: bool = True) -> tuple[int, Path]:
+            body: dict[str, Any] = {"dest": str(work / "bk-server"), "pace": pace}
             if rate:
                 body["max_mb_per_s"] = rate
             req = urllib.request.Request(f"http://127.0.0.1:{admin}/backup",
@@ -364,9 +364,12 @@ def server_under_load(work: Path, gb: float, repeats: int, throttle_mb: list[flo
             dt = time.perf_counter() - t0
             return (kv_puts(admin) - c0) / dt, dt, out
 
-        contestants: dict[str, Callable[[], tuple[int, Path]]] = {"POST /backup": backup}
+        contestants: dict[str, Callable[[], tuple[int, Path]]] = {
+            "POST /backup": backup,  # paced (the default)
+            "POST /backup pace off": functools.partial(backup, None, pace=False)}
         for mb in throttle_mb:
-            contestants[f"POST /backup max_mb_per_s {mb:g}"] = functools.partial(backup, mb)
+            contestants[f"POST /backup max_mb_per_s {mb:g} pace off"] = functools.partial(
+                backup, mb, pace=False)
         contestants["cp -r + sync"] = cp
         stop = threading.Event()
         result: dict[str, Any] = {}

@@ -69,6 +69,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     backup.add_argument("--max-rate", metavar="MB/S", type=float,
                         help="copy at most this many MB per second (bounds what a backup "
                         "takes from the writers' disk)")
+    backup.add_argument("--no-pace", dest="pace", action="store_false",
+                        help="with --server: do not slow the copy down when the server's "
+                        "commits slow (by default they stay within ~1.2x of their fsync "
+                        "latency alone)")
     _key_args(backup)
     restore = sub.add_parser("restore", help="rebuild a data directory from a backup or archive",
                              description="SRC is a backup or an archive (directory or s3://). "
@@ -147,7 +151,7 @@ def _backup(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.server:
         if args.data_dir is not None:
             parser.error("give DATA_DIR or --server URL, not both")
-        return _post_backup(args.server, args.dest, args.link, args.max_rate)
+        return _post_backup(args.server, args.dest, args.link, args.max_rate, args.pace)
     if args.data_dir is None:
         parser.error("DATA_DIR is required (or --server URL)")
     data_dir: Path = args.data_dir
@@ -204,11 +208,13 @@ def _warn_secrets(data_dir: Path, keys: Any) -> None:
               "(--documents-key-file)", file=sys.stderr)
 
 
-def _post_backup(server: str, dest: str, link: bool, max_rate: float | None) -> int:
+def _post_backup(server: str, dest: str, link: bool, max_rate: float | None,
+                 pace: bool = True) -> int:
     import urllib.error  # noqa: PLC0415
     import urllib.request  # noqa: PLC0415
 
-    body = json.dumps({"dest": dest, "link": link, "max_mb_per_s": max_rate}).encode()
+    body = json.dumps({"dest": dest, "link": link, "max_mb_per_s": max_rate,
+                       "pace": pace}).encode()
     req = urllib.request.Request(server.rstrip("/") + "/backup", data=body, method="POST",
                                  headers={"Content-Type": "application/json"})
     try:

@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +122,15 @@ def test_online_backup_while_every_face_takes_writes(tmp_path: Path) -> None:
             assert r.returncode == 0, r.stderr
             assert set(json.loads(r.stdout)["stores"]) == {"kv", "events", "documents"}
             w.wait(min(after.values()) + 30)  # writes go on after the backup
+            # pace is a boolean (the default true: the backup above was paced)
+            bad = urllib.request.Request(
+                f"http://127.0.0.1:{ports['admin']}/backup", method="POST",
+                data=json.dumps({"dest": str(tmp_path / "bk2"), "pace": "yes"}).encode())
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(bad, timeout=60)
+            assert refused.value.code == 400
+            assert '"pace": false' in json.loads(refused.value.read())["error"]
+            assert not (tmp_path / "bk2").exists()
         finally:
             w.finish()
     finally:

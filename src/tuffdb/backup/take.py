@@ -30,6 +30,7 @@ from tuffdb.errors import OperationalError
 from tuffdb.kv.cold import DATA_SUFFIX
 from tuffdb.storage.copy import Throttle, file_crc, frames_digest
 from tuffdb.storage.objstore import PreconditionFailed
+from tuffdb.storage.pacing import PacedThrottle
 
 if TYPE_CHECKING:
     from tuffdb.storage.objstore import ObjectStore
@@ -166,9 +167,12 @@ def run_parallel(fn: Callable[..., T], items: Sequence[tuple[Any, ...]],
 def take_backup(sources: list[Source], target: ObjectStore, staging_root: Path, *,
                 extra: list[tuple[str, Path]] = (), link: bool = False,  # type: ignore[assignment]
                 progress: Progress | None = None,
-                max_bytes_per_s: float | None = None) -> Manifest:
+                max_bytes_per_s: float | None = None, pace: bool = False) -> Manifest:
     """Back up ``sources`` to ``target`` (which must be empty); return the manifest.
     ``max_bytes_per_s`` bounds the copying rate (what it takes from the writers' disk).
+    ``pace``: the rate also gives way to the stores' commits, so durable writers stay
+    within about 1.2x of their fsync latency alone (storage/pacing.py); for a backup
+    taken beside a serving store.
 
     :raises OperationalError: the target is not empty.
     """
@@ -176,7 +180,11 @@ def take_backup(sources: list[Source], target: ObjectStore, staging_root: Path, 
         raise OperationalError(f"{target.url} is not empty: a backup goes to a new or empty "
                                "destination (it never overwrites one)")
     started = time.time_ns()
-    throttle = Throttle(max_bytes_per_s) if max_bytes_per_s else None
+    throttle: Throttle | None = None
+    if pace:
+        throttle = PacedThrottle(max_bytes_per_s)
+    elif max_bytes_per_s:
+        throttle = Throttle(max_bytes_per_s)
     shutil.rmtree(staging_root, ignore_errors=True)  # a killed backup's leftovers
     stores: dict[str, StoreEntry] = {}
     try:

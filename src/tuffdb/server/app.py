@@ -139,8 +139,9 @@ class Host:
         return out
 
     async def backup(self, body: bytes) -> tuple[int, dict[str, Any]]:
-        """``POST /backup`` with ``{"dest": URL, "link": false, "max_mb_per_s": null}``:
-        back up every store."""
+        """``POST /backup`` with ``{"dest": URL, "link": false, "max_mb_per_s": null,
+        "pace": true}``: back up every store; ``pace`` (the default) gives way to the
+        stores' commits (storage/pacing.py), ``max_mb_per_s`` caps the rate either way."""
         from tuffdb.backup import datadir  # noqa: PLC0415 (only when asked)
         from tuffdb.backup.take import STAGING_DIR, take_backup  # noqa: PLC0415
         from tuffdb.storage.objstore import open_target  # noqa: PLC0415
@@ -149,12 +150,14 @@ class Host:
             req = json.loads(body or b"{}")
             dest = req["dest"]
             rate = req.get("max_mb_per_s")
-            if not isinstance(dest, str) or not dest or not (
+            pace = req.get("pace", True)
+            if not isinstance(dest, str) or not dest or not isinstance(pace, bool) or not (
                     rate is None or (isinstance(rate, int | float) and rate > 0)):
                 raise TypeError
         except (ValueError, KeyError, TypeError):
             return 400, {"error": 'the body must be JSON {"dest": "<directory or s3://...>"} '
-                                  '(and optionally "link": true, "max_mb_per_s": <number>)'}
+                                  '(and optionally "link": true, "max_mb_per_s": <number>, '
+                                  '"pace": false)'}
         if self.state != "running":
             return 503, {"error": f"the server is {self.state}"}
         if self._backup_running:
@@ -167,7 +170,7 @@ class Host:
             manifest = await asyncio.to_thread(
                 take_backup, sources, open_target(dest), config.data_dir / STAGING_DIR,
                 extra=datadir.extra_files(config.data_dir), link=bool(req.get("link")),
-                max_bytes_per_s=rate * 1e6 if rate else None)
+                max_bytes_per_s=rate * 1e6 if rate else None, pace=pace)
         except Error as exc:
             log.error("backup failed", dest=dest, error=str(exc))
             return (409 if "not empty" in str(exc) else 500), {"error": str(exc)}

@@ -44,11 +44,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Protocol, cast
 
 from tuffdb.storage.aio_sync import AioSync, open_aio
 from tuffdb.storage.files import fsync_fd
+from tuffdb.storage.pacing import SYNCS
 
 Waiter = Callable[[BaseException | None], None]
 
@@ -84,6 +86,7 @@ class LoopRounds:
         # the round being fsynced: (its waiters, round number, staged writes, fsync ids,
         # the keys marked in it)
         self._inflight: tuple[list[Waiter], int, Any, set[int], list[Hashable]] | None = None
+        self._submitted = 0.0  # when the round in flight was handed to AIO
         self._ready = False  # the next round's passes are done; it starts on completion
         self._keys: list[Hashable] = []  # marked in the gathering round
         self._gen = 0  # counts rounds taken from gathering: names the gathering round
@@ -295,6 +298,7 @@ class LoopRounds:
             self._end(waiters, number, staged, keys, error)
             return True
         self._inflight = (waiters, number, staged, ids, keys)
+        self._submitted = time.perf_counter()
         if not ids:
             self._complete(None)
         return True
@@ -309,6 +313,8 @@ class LoopRounds:
         inflight[3].difference_update(done for done, _ in reaped)
         error = _fsync_error(reaped)
         if error is not None or not inflight[3]:
+            if error is None:  # what the round's writers waited (storage/pacing.py)
+                SYNCS.observe(time.perf_counter() - self._submitted)
             self._complete(error)
 
     def _complete(self, error: BaseException | None) -> None:

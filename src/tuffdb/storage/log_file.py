@@ -18,6 +18,7 @@ from tuffdb._format.record import Frame, scan_frames, unwritten_tail
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE, SegmentHeader, unpack_header
 from tuffdb.errors import ClosedError, CorruptionError, RecoveredTailWarning, WrongKeyError
 from tuffdb.storage.files import fsync_dir, fsync_fd, write_all, writev_all
+from tuffdb.storage.pacing import SYNCS
 from tuffdb.storage.poison import Poison
 
 
@@ -162,7 +163,9 @@ class LogFile:
         except OSError as exc:
             self.poison.set(exc)
             raise
-        metrics.FSYNC_SECONDS.observe(time.perf_counter() - t0)
+        took = time.perf_counter() - t0
+        metrics.FSYNC_SECONDS.observe(took)
+        SYNCS.observe(took)
         self._dirty = False
 
     def sync_request(self) -> tuple[int, bool] | None:
