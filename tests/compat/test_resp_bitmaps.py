@@ -144,6 +144,14 @@ SCRIPT: Script = [
  ('PEXPIREAT', 'x', '4102444800999', 'GT'), ('PEXPIRETIME', 'x'),
  ('PEXPIREAT', 'x', '4102444800500', 'LT'), ('PEXPIRETIME', 'x'),
  ('PEXPIREAT', 'x', '1000'), ('PEXPIRETIME', 'x'), ('EXISTS', 'x'),
+ # SET and GETEX with EXAT/PXAT keep their deadline to the millisecond too
+ *[cmd for ms in range(4102444800001, 4102444800041, 7)
+   for cmd in (('SET', 'sx', 'v', 'PXAT', str(ms)), ('PEXPIRETIME', 'sx'),
+               ('GETEX', 'sx', 'PXAT', str(ms + 1)), ('PEXPIRETIME', 'sx'))],
+ ('SET', 'sx', 'v', 'EXAT', '4102444801'), ('PEXPIRETIME', 'sx'),
+ ('GETEX', 'sx', 'EXAT', '4102444802'), ('PEXPIRETIME', 'sx'),
+ ('GETEX', 'sx', 'PERSIST'), ('PEXPIRETIME', 'sx'),
+ ('SET', 'sx', 'v', 'PXAT', '1000'), ('EXISTS', 'sx'),
 ]
 
 

@@ -60,3 +60,35 @@ def test_expire_at_keeps_the_deadline_to_the_millisecond(tmp_path: Path) -> None
     with KVStore.open(tmp_path / "kv") as store:
         assert store.expires_at(b"k") == deadline + 6
         assert store.get(b"k") == b"v"
+
+
+def test_ttl_changes_take_sync_as_put_does(tmp_path: Path) -> None:
+    """Under ``always``, expire/expire_at/persist wait for their own fsync by default and
+    not with ``sync=False`` (a server's loop batches them into its round, as it does
+    puts); the change is made either way, and a later sync makes it durable."""
+    import time
+
+    from tuffdb import metrics
+
+    deadline = int(time.time() * 1000) + 3_600_000
+    with KVStore.open(tmp_path / "kv", durability="always") as store:
+        store.put(b"k", b"v")
+        for change in (lambda s: s.expire(b"k", 100), lambda s: s.expire_at(b"k", deadline),
+                       lambda s: s.persist(b"k")):
+            before = metrics.FSYNCS.value
+            assert change(store) is True
+            assert metrics.FSYNCS.value > before  # waited for its own round
+        before = metrics.FSYNCS.value
+        assert store.expire(b"k", 100, sync=False) is True
+        assert store.persist(b"k", sync=False) is True
+        assert store.expire_at(b"k", deadline, sync=False) is True
+        assert metrics.FSYNCS.value == before  # none waited
+        assert store.expire(b"k", 0, sync=False) is True  # (deletes)
+        assert store.get(b"k") is None
+        store.put(b"k2", b"v", sync=False)
+        assert store.expire_at(b"k2", deadline, sync=False) is True
+        store.sync()
+        assert metrics.FSYNCS.value > before
+    with KVStore.open(tmp_path / "kv") as store:
+        assert store.get(b"k") is None
+        assert store.expires_at(b"k2") == deadline

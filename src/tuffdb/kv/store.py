@@ -908,26 +908,26 @@ class KVStore(MutableMapping[bytes, bytes]):
         return self._exists_unlocked(key, self._now_ms() if self._expiry else 0)
 
     # -- TTL -------------------------------------------------------------------------------
-    def expire(self, key: bytes, seconds: float) -> bool:
+    def expire(self, key: bytes, seconds: float, *, sync: bool | None = None) -> bool:
         """Set a TTL on an existing key; False if it does not exist. ``seconds <= 0``
-        deletes the key (as Redis's EXPIRE does)."""
+        deletes the key (as Redis's EXPIRE does). ``sync`` as for :meth:`put`."""
         self._require_open()
         if seconds <= 0:
-            return self.delete(key)
+            return self.delete(key, sync=sync)
         with self._lock:
             v = self._get_locked(key)
         if v is None:
             return False
-        self.put(key, v, ttl=seconds)
+        self.put(key, v, ttl=seconds, sync=sync)
         return True
 
-    def expire_at(self, key: bytes, deadline_ms: int) -> bool:
+    def expire_at(self, key: bytes, deadline_ms: int, *, sync: bool | None = None) -> bool:
         """Make ``key`` expire at ``deadline_ms`` (Unix time in milliseconds, kept exactly,
         as Redis's PEXPIREAT); False if it does not exist. A deadline already passed
-        deletes the key."""
+        deletes the key. ``sync`` as for :meth:`put`."""
         self._require_open()
         if deadline_ms <= self._now_ms():
-            return self.delete(key)
+            return self.delete(key, sync=sync)
         with self._lock:
             v = self._get_locked(key)
             if v is None:
@@ -939,7 +939,7 @@ class KVStore(MutableMapping[bytes, bytes]):
             self.changes += 1
             if active.bytes >= self._hot_bytes:
                 self._seal_locked()
-        if self._durability == "always":
+        if sync or (sync is None and self._durability == "always"):
             self._wait(self._committer.ticket())
         return True
 
@@ -952,12 +952,13 @@ class KVStore(MutableMapping[bytes, bytes]):
             raise NotFoundError(key)
         return self._expiry.get(key)
 
-    def persist(self, key: bytes) -> bool:
-        """Drop the TTL of ``key``; False if the key is absent or has no TTL."""
+    def persist(self, key: bytes, *, sync: bool | None = None) -> bool:
+        """Drop the TTL of ``key``; False if the key is absent or has no TTL. ``sync`` as
+        for :meth:`put`."""
         v = self.get(key)
         if v is None or key not in self._expiry:
             return False
-        self.put(key, v)
+        self.put(key, v, sync=sync)
         return True
 
     def ttl(self, key: bytes) -> float | None:

@@ -102,7 +102,8 @@ class Overlay:
             else:
                 self._set(k, v, now + ttl)
 
-    def expire(self, key: bytes, seconds: float) -> bool:
+    def expire(self, key: bytes, seconds: float, *,
+               sync: bool | None = None) -> bool:  # noqa: ARG002  (the store's signature)
         value = self.get(key)
         if value is None:
             return False
@@ -112,14 +113,14 @@ class Overlay:
             self._set(key, value, time.time() + seconds)
         return True
 
-    def expire_at(self, key: bytes, deadline_ms: int) -> bool:
-        return self.expire(key, deadline_ms / 1000 - time.time())
+    def expire_at(self, key: bytes, deadline_ms: int, *, sync: bool | None = None) -> bool:
+        return self.expire(key, deadline_ms / 1000 - time.time(), sync=sync)
 
     def expires_at(self, key: bytes) -> int | None:
         ttl = self.ttl(key)
         return None if ttl is None else round((time.time() + ttl) * 1000)
 
-    def persist(self, key: bytes) -> bool:
+    def persist(self, key: bytes, *, sync: bool | None = None) -> bool:  # noqa: ARG002
         value = self.get(key)
         if value is None or self.ttl(key) is None:
             return False

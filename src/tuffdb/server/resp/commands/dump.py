@@ -132,5 +132,5 @@ def restore(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0912
     else:
         _store_hash(c, a[1], value)
     if kind != "string" and ttl is not None:
-        c.db.expire(skey, ttl)
+        c.db.expire(skey, ttl, sync=False)
     return reply.OK

@@ -117,9 +117,9 @@ def _expire(  # noqa: C901, PLR0912  (Redis option parsing)
         if raw is not None:
             c.srv.dropped(raw)
     elif absolute:
-        db.expire_at(skey, ms)  # the deadline itself, to the millisecond (PEXPIRETIME)
+        db.expire_at(skey, ms, sync=False)  # the deadline itself, to the millisecond (PEXPIRETIME)
     else:
-        db.expire(skey, seconds)
+        db.expire(skey, seconds, sync=False)
     c.srv.touch(key)
     return reply.ONE
 
@@ -202,7 +202,7 @@ def touch(c: Conn, a: list[bytes]) -> bytes:
 @command("persist", 2, "write fast", (1, 1, 1), group="keyspace", since="2.2.0")
 def persist(c: Conn, a: list[bytes]) -> bytes:
     """Remove a key's expiry."""
-    if c.db.persist(stored(a[1])):
+    if c.db.persist(stored(a[1]), sync=False):
         c.srv.touch(a[1])
         return reply.ONE
     return reply.ZERO

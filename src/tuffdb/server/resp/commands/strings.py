@@ -52,11 +52,23 @@ def expire_seconds(unit: bytes, raw: bytes, cmd: str) -> float:
     return ms / 1000
 
 
-def write_string(c: Conn, key: bytes, value: bytes, ttl: float | None) -> None:
+def deadline_ms(unit: bytes, raw: bytes) -> int | None:
+    """The deadline EXAT/PXAT name, in ms since the epoch (after :func:`expire_seconds`
+    accepted it); None for EX/PX."""
+    if unit == b"exat":
+        return to_int(raw) * 1000
+    return to_int(raw) if unit == b"pxat" else None
+
+
+def write_string(c: Conn, key: bytes, value: bytes, ttl: float | None,
+                 at: int | None = None) -> None:
+    """``at``: the exact deadline of an EXAT/PXAT (``ttl`` is then the same, rounded)."""
     if ttl is not None and ttl <= 0:
         c.db.delete(stored(key), sync=False)  # an EXAT/PXAT in the past: set, then expired
     else:
         c.db.put(stored(key), STRING_PREFIX + value, ttl, sync=False)
+        if at is not None:  # to the millisecond, as PEXPIRETIME then answers
+            c.db.expire_at(stored(key), at, sync=False)
     c.srv.touch(key)
 
 
@@ -161,9 +173,10 @@ def set_(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901  (Redis option parsing
     old = old_raw[1:] if old_raw is not None else None
     if (nx and old_raw is not None) or (xx and old_raw is None):
         return c.enc.null if not want_get or old is None else reply.bulk(old)
+    at = deadline_ms(*expire) if expire else None
     if keepttl and old_raw is not None:
         ttl = remaining_ttl(db, stored(key))
-    write_string(c, key, value, ttl)
+    write_string(c, key, value, ttl, at)
     if want_get:
         return c.enc.null if old is None else reply.bulk(old)
     return reply.OK
@@ -238,12 +251,15 @@ def getex(c: Conn, a: list[bytes]) -> bytes:
         return c.enc.null
     ttl = expire_seconds(*expire, "getex") if expire else None
     if expire is not None:
+        at = deadline_ms(*expire)
         if ttl is None or ttl <= 0:
             c.db.delete(stored(key), sync=False)  # EXAT/PXAT in the past
+        elif at is not None:
+            c.db.expire_at(stored(key), at, sync=False)  # to the millisecond
         else:
-            c.db.expire(stored(key), ttl)
+            c.db.expire(stored(key), ttl, sync=False)
         c.srv.touch(key)
-    elif persist and c.db.persist(stored(key)):
+    elif persist and c.db.persist(stored(key), sync=False):
         c.srv.touch(key)
     return reply.bulk(value)
 
