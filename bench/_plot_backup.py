@@ -78,6 +78,18 @@ def main(argv: list[str]) -> int:
         return 2
     path = Path(argv[0])
     run = json.loads(path.read_text())
+    if {"copies", "under_load", "ycsb_a_archive_lag", "tiered_reads"}.isdisjoint(run):
+        # a run of the server cell alone (--only server): its one panel
+        fig, ax = plt.subplots(figsize=(9, 6))
+        _server(ax, run.get("server_under_load"))
+        fig.suptitle(f"bench/backup.py {run['run_id']} (server cell; "
+                     f"{run['environment']['tuffdb_build']}, "
+                     f"{run['environment']['cpu_count']} CPUs)")
+        fig.tight_layout()
+        out = path.with_suffix(".png")
+        fig.savefig(out, dpi=110)
+        print(f"wrote {out}")
+        return 0
     fig, axes = plt.subplots(2, 3, figsize=(19, 8.5))
     (ax_copy, ax_load, ax_server), (ax_lag, ax_tier, ax_none) = axes
     ax_none.axis("off")

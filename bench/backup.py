@@ -24,11 +24,13 @@ One run on one host, ratios from that run, medians of ``--repeats`` with min and
 2b. **Under a server's durable load**: ``tuffdb serve --durability always`` (not pinned)
    filled over RESP with ``--gb`` GB of incompressible 1 KiB values and the YCSB records,
    YCSB A from bench/ycsb_gen/ycsb_driver.c (``--ycsb-threads`` connections, not pinned)
-   running throughout; per repetition, each of ``POST /backup``, ``POST /backup`` at
-   each of ``--throttle-mb`` MB/s and ``cp -r`` + ``sync -f`` of the server's live
-   directory, each followed (after deleting the copy, untimed) by a window of the load
+   running throughout; per repetition, each of ``POST /backup`` (paced, the default),
+   ``POST /backup`` with ``"pace": false`` unthrottled and at each of ``--throttle-mb``
+   MB/s, and ``cp -r`` + ``sync -f`` of the server's live directory, each followed (after deleting the copy, untimed) by a window of the load
    alone (as long, at most 10 s). Reported: each
-   one's MB/s and the KV writes/s (``tuffdb_kv_puts_total``) during it against alone:
+   one's MB/s and the KV writes/s (``tuffdb_kv_puts_total``) during it against alone
+   (the window after it; and, as ``writes_ratio_adjacent_median``, against the mean of
+   the windows before and after it):
    the deployment an operator runs, where the backup's threads share the server's
    process and both share the host's two cores and disk with the load generator.
 3. **Restore with ``--check``** (open every store and run its full check) once: what the
@@ -415,9 +417,26 @@ def server_under_load(work: Path, gb: float, repeats: int, throttle_mb: list[flo
         "data_bytes": size, "rows": rows, "spread": med,
         "writes_ratio_median": {name: med[name]["writes_ratio"]["median"]
                                 for name in contestants},
+        "writes_ratio_adjacent_median": adjacent_ratios(rows),
         "mb_per_s_vs_cp_sync_under_load": {name: med[name]["mb_per_s"]["median"] / cp_rate
                                            for name in contestants},
     }
+
+
+def adjacent_ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Each contestant's writes during it against the mean of the load-alone windows
+    just before it (the previous contestant's) and just after it; the first one of
+    the run against the one after. The load alone moved by up to a fifth between two
+    consecutive windows on a shared host: two windows halve what one window's luck
+    decides. Medians over the repetitions."""
+    seq = [(row, name) for row in rows for name in row]
+    out: dict[str, list[float]] = {}
+    for i, (row, name) in enumerate(seq):
+        after = row[name]["kv_writes_per_s_alone"]
+        ref = (seq[i - 1][0][seq[i - 1][1]]["kv_writes_per_s_alone"] + after) / 2 if i \
+            else after
+        out.setdefault(name, []).append(row[name]["kv_writes_per_s_during"] / ref)
+    return {name: sorted(v)[len(v) // 2] for name, v in out.items()}
 
 
 def restore_check(data: Path, work: Path) -> dict[str, Any]:
