@@ -26,12 +26,12 @@ One run on one host, ratios from that run, medians of ``--repeats`` with min and
    YCSB A from bench/ycsb_gen/ycsb_driver.c (``--ycsb-threads`` connections, not pinned)
    running throughout; per repetition, each of ``POST /backup`` (paced, the default),
    ``POST /backup`` with ``"pace": false`` unthrottled and at each of ``--throttle-mb``
-   MB/s, and ``cp -r`` + ``sync -f`` of the server's live directory, each followed (after deleting the copy, untimed) by a window of the load
-   alone (as long, at most 10 s). Reported: each
-   one's MB/s and the KV writes/s (``tuffdb_kv_puts_total``) during it against alone
-   (the window after it; and, as ``writes_ratio_adjacent_median``, against the mean of
-   the windows before and after it):
-   the deployment an operator runs, where the backup's threads share the server's
+   MB/s, and ``cp -r`` + ``sync -f`` of the server's live directory, each followed
+   (after deleting the copy, untimed) by a window of the load alone (as long, at most
+   10 s). Reported: each one's MB/s and the KV writes/s (``tuffdb_kv_puts_total``)
+   during it against alone (the window after it; and, as
+   ``writes_ratio_adjacent_median``, against the mean of the windows before and after
+   it): the deployment an operator runs, where the backup's threads share the server's
    process and both share the host's two cores and disk with the load generator.
 3. **Restore with ``--check``** (open every store and run its full check) once: what the
    default verification saves.

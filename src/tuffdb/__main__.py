@@ -71,7 +71,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                         "takes from the writers' disk)")
     backup.add_argument("--no-pace", dest="pace", action="store_false",
                         help="with --server: do not slow the copy down when the server's "
-                        "commits slow (by default they stay within ~1.2x of their fsync "
+                        "commits slow (by default they stay within ~1.5x of their fsync "
                         "latency alone)")
     _key_args(backup)
     restore = sub.add_parser("restore", help="rebuild a data directory from a backup or archive",

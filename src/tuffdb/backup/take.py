@@ -171,7 +171,7 @@ def take_backup(sources: list[Source], target: ObjectStore, staging_root: Path, 
     """Back up ``sources`` to ``target`` (which must be empty); return the manifest.
     ``max_bytes_per_s`` bounds the copying rate (what it takes from the writers' disk).
     ``pace``: the rate also gives way to the stores' commits, so durable writers stay
-    within about 1.2x of their fsync latency alone (storage/pacing.py); for a backup
+    within about 1.5x of their fsync latency alone (storage/pacing.py); for a backup
     taken beside a serving store.
 
     :raises OperationalError: the target is not empty.
