@@ -392,6 +392,39 @@ def test_other_clients_wait_for_a_script_instead_of_interleaving(
     assert int(other.get("n")) > int(second)
 
 
+def test_many_clients_running_scripts_each_run_alone_and_all_are_served(
+        servers: tuple[int, int]) -> None:
+    """Twenty clients each run fifty scripts (and a plain INCR after each) at once: every
+    script sees no other write between its two reads, and every client gets every reply
+    (a client left waiting behind a script that ended would hang here)."""
+    r = redis.Redis(port=servers[0])
+    r.flushall()
+    body = ("local a = redis.call('INCR', KEYS[1]) local i = 0 while i < 2000 do i = i + 1 end "
+            "return {a, tonumber(redis.call('GET', KEYS[1]))}")
+    errors: list[object] = []
+
+    def client() -> None:
+        c = redis.Redis(port=servers[0])
+        try:
+            for _ in range(50):
+                a, b = c.eval(body, 1, "n")
+                if a != b:
+                    errors.append((a, b))
+                c.incr("plain")
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT_S)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+    assert r.get("n") == b"1000"
+    assert r.get("plain") == b"1000"
+
+
 @pytest.mark.parametrize("protocol", [2, 3])
 def test_redis_py_register_script_takes_the_noscript_path(servers: tuple[int, int],
                                                           protocol: int) -> None:

@@ -180,7 +180,7 @@ class Conn(asyncio.Protocol):
                 # A script runs: nothing interleaves with it. Past the busy threshold
                 # every command but SCRIPT KILL gets -BUSY, as in Redis.
                 if not scripts.busy:
-                    scripts.deferred.add(self)
+                    scripts.deferred[self] = None
                     return
                 self._busy_batch()
                 continue

@@ -92,7 +92,9 @@ class Scripts:
         self.owner: Conn | None = None  # the client whose script runs on the thread
         self.busy = False
         self.busy_ms = DEFAULT_BUSY_MS
-        self.deferred: set[Conn] = set()
+        # Clients whose commands wait for the script to end, in arrival order (a dict
+        # used as an ordered set).
+        self.deferred: dict[Conn, None] = {}
         self._busy_timer: asyncio.TimerHandle | None = None
 
     @property
@@ -200,9 +202,16 @@ class Scripts:
         self._resume_deferred()
 
     def _resume_deferred(self) -> None:
-        waiting = list(self.deferred)
-        self.deferred.clear()
-        for c in waiting:
+        """Let the waiting clients carry on, oldest first. Once one of them starts a
+        script, the rest would only wait again behind it: they keep their places until
+        it ends. (Before, each script's end resumed every waiting client in no fixed
+        order, and the next script's start sent all but one back to wait: work per
+        script for every waiting client, and no order among them.) Past the busy
+        threshold every one is resumed (each gets -BUSY)."""
+        deferred = self.deferred
+        while deferred and (self.owner is None or self.busy):
+            c = next(iter(deferred))
+            del deferred[c]
             if not c.closing:
                 c.resume()
 
