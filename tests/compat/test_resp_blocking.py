@@ -336,6 +336,37 @@ def test_client_pause_write_holds_writes_and_lets_reads_run(servers: tuple[int, 
     assert ours[1:5] == [b"$-1\r\n", b"+OK\r\n", b"+OK\r\n", b"$1\r\n1\r\n"]
 
 
+def _paused_in_order(port: int) -> list[bytes]:
+    """Eight writers held by a WRITE pause, one after another: UNPAUSE runs their
+    commands in the order they were held (as Redis does)."""
+    admin = RawClient(port)
+    writers = [RawClient(port) for _ in range(8)]
+    try:
+        admin.call("DEL", "order")
+        out = [admin.call("CLIENT", "PAUSE", "30000", "WRITE")]
+        deadline = time.monotonic() + 30
+        for i, w in enumerate(writers):
+            wid = _id(w)
+            w.send("RPUSH", "order", str(i))
+            while "b" not in _flags(admin, wid):
+                assert time.monotonic() < deadline
+        out.append(admin.call("CLIENT", "UNPAUSE"))
+        out += [w.read() for w in writers]
+        out.append(admin.call("LRANGE", "order", "0", "-1"))
+        return out
+    finally:
+        admin.close()
+        for w in writers:
+            w.close()
+
+
+def test_client_unpause_runs_held_writes_in_the_order_they_were_held(
+        servers: tuple[int, int]) -> None:
+    ours, theirs = _paused_in_order(servers[0]), _paused_in_order(servers[1])
+    assert ours == theirs
+    assert ours[-1] == b"*8\r\n" + b"".join(b"$1\r\n%d\r\n" % i for i in range(8))
+
+
 # -- CLIENT REPLY -----------------------------------------------------------------------------
 def _replies_off_and_skipped(port: int) -> list[bytes]:
     """CLIENT REPLY OFF: nothing comes back until ON (whose +OK does); SKIP: its own reply

@@ -186,7 +186,7 @@ class Conn(asyncio.Protocol):
                 continue
             pause = self.srv.pause
             if pause is not None and pause.holds(self.queue):
-                pause.held.add(self)  # CLIENT PAUSE: run when it ends (pause.py)
+                pause.held[self] = None  # CLIENT PAUSE: run when it ends (pause.py)
                 return
             self._batch()
 

@@ -24,7 +24,7 @@ class Pause:
     def __init__(self, srv: RespServer, seconds: float, *, writes_only: bool) -> None:
         self.srv = srv
         self.writes_only = writes_only
-        self.held: set[Conn] = set()
+        self.held: dict[Conn, None] = {}  # in the order they were held (an ordered set)
         self.timer = asyncio.get_running_loop().call_later(seconds, self.end)
 
     def holds(self, queue: list[list[bytes]]) -> bool:
@@ -39,11 +39,12 @@ class Pause:
         return False
 
     def end(self) -> None:
-        """The pause is over: every held connection runs its queued commands."""
+        """The pause is over: every held connection runs its queued commands, in the
+        order they were held (as Redis does: a write held first runs first)."""
         self.timer.cancel()
         if self.srv.pause is self:
             self.srv.pause = None
-        held, self.held = self.held, set()
+        held, self.held = self.held, {}
         for c in held:
             if not c.closing:
                 c.resume()
