@@ -186,6 +186,36 @@ def test_a_leader_killed_holding_a_round_no_follower_got_gives_it_up_when_it_rej
                for line in new.drain())
 
 
+def test_nobody_campaigns_while_a_sync_member_that_alone_holds_acked_writes_is_unseen(
+        make_cluster: object) -> None:
+    """Writes acknowledged while one follower (a) was stopped are on the leader and the
+    other follower (b) only. All three are killed; a alone comes back. It must not lead
+    (b alone may hold acknowledged writes it lacks): it says so and waits; once b is back,
+    the new leader holds every acknowledged write."""
+    cluster = make_cluster("unseen")  # type: ignore[operator]
+    old = cluster.leader()
+    cluster.in_sync(old, 2)
+    a, b = cluster.followers(old)
+    a.signal(signal.SIGSTOP)
+    _set_keys(old, "acked")  # confirmed by b (one follower suffices)
+    for node in (old, b, a):
+        node.kill()
+    a.start()
+    until("a to say it waits for the sync-set member it cannot see",
+          lambda: any(str(line.get("event")).startswith("not campaigning")
+                      for line in a.drain()))
+    assert a.role() != "leader"
+    b.start()
+    new = cluster.leader(exclude=old)
+    assert new is b  # the one holding the acknowledged writes
+    final = _all_keys(new)
+    assert all(final.get(f"acked:{i}".encode()) == str(i).encode() for i in range(20))
+    old.start()
+    for node in cluster.nodes:
+        until(f"{node.node_id} to hold the leader's data",
+              lambda node=node: _all_keys(node) == final)
+
+
 def test_a_leader_stopped_cleanly_rejoins_from_its_position_without_a_snapshot(
         make_cluster: object) -> None:
     """A planned restart of the leader (SIGTERM: it hands its key over, its faces stop,

@@ -23,8 +23,11 @@ the leader key. One control thread renews it every third of the TTL and runs the
   is a candidate too (its published LSN final) or two TTLs have passed: with
   ``sync_replicas`` >= 1 only
   the last leader and the members of the last ``sync`` set are eligible (Patroni's
-  synchronous mode), so a new leader holds every acknowledged write. The campaign is one
-  etcd transaction: create ``leader`` if absent, under its lease.
+  synchronous mode), so a new leader holds every acknowledged write; and while as many
+  members of that set as a write needs are not seen at all (dead, or not registered again
+  after a restart), nobody campaigns: they alone may hold the newest acknowledged
+  writes. The campaign is one etcd transaction: create ``leader`` if absent, under its
+  lease.
 """
 
 from __future__ import annotations
@@ -131,6 +134,7 @@ class Node:
         self._lease_id = 0
         self._renewed_at = 0.0  # monotonic send time of the last successful renewal
         self._no_leader_since: float | None = None
+        self._waiting_for_unseen = False  # _elect said so once
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tuffdb-cluster", daemon=True)
         self._lock = threading.RLock()
@@ -517,6 +521,21 @@ class Node:
         eligible = self._eligible()
         if self.node_id not in eligible:
             return
+        # A write was acknowledged once ``required()`` members of the sync set had it:
+        # perhaps only by members this node cannot see (dead, or not registered again
+        # since a restart). While as many are unseen, their LSNs could be the only ones
+        # holding acknowledged writes: never campaign past them (safety over
+        # availability, as Patroni's synchronous mode).
+        need = self.required()
+        unseen = sorted(n for n in self.sync.get("members", [])
+                        if n != self.node_id and n not in self.members)
+        if need >= 1 and len(unseen) >= need:
+            if not self._waiting_for_unseen:
+                self._waiting_for_unseen = True
+                log.warning("not campaigning: sync-set members that may hold acknowledged "
+                            "writes are not seen", unseen=unseen, required=need)
+            return
+        self._waiting_for_unseen = False
         mine = self.state.lsn
         rivals = [(int(m.get("lsn", 0)), node) for node, m in self.members.items()
                   if node in eligible and node != self.node_id]
