@@ -82,14 +82,7 @@ def main(argv: list[str]) -> int:
         # a run of the server cell alone (--only server): its one panel
         fig, ax = plt.subplots(figsize=(9, 6))
         _server(ax, run.get("server_under_load"))
-        fig.suptitle(f"bench/backup.py {run['run_id']} (server cell; "
-                     f"{run['environment']['tuffdb_build']}, "
-                     f"{run['environment']['cpu_count']} CPUs)")
-        fig.tight_layout()
-        out = path.with_suffix(".png")
-        fig.savefig(out, dpi=110)
-        print(f"wrote {out}")
-        return 0
+        return _save(fig, run, path, "server cell; ")
     fig, axes = plt.subplots(2, 3, figsize=(19, 8.5))
     (ax_copy, ax_load, ax_server), (ax_lag, ax_tier, ax_none) = axes
     ax_none.axis("off")
@@ -157,8 +150,14 @@ def main(argv: list[str]) -> int:
     elif tier:
         ax_tier.text(0.5, 0.5, "N < 1000 per phase: percentiles suppressed", ha="center",
                      transform=ax_tier.transAxes)
-    fig.suptitle(f"bench/backup.py {run['run_id']} ({run['environment']['tuffdb_build']}, "
-                 f"{run['environment']['cpu_count']} CPUs)", fontsize=11)
+    return _save(fig, run, path)
+
+
+def _save(fig: Any, run: dict[str, Any], path: Path, what: str = "") -> int:
+    """Title the figure with the run and its build, write it beside the JSON."""
+    env = run["environment"]
+    fig.suptitle(f"bench/backup.py {run['run_id']} ({what}{env['tuffdb_build']}, "
+                 f"{env['cpu_count']} CPUs)", fontsize=11)
     fig.tight_layout()
     out = path.with_suffix(".png")
     fig.savefig(out, dpi=110)
