@@ -3,6 +3,10 @@
 etcd is Debian's ``etcd-server`` (``dev.py test`` installs it); without it these tests
 skip, saying so. Tests that kill or pause etcd start their own with :func:`etcd_factory`
 so that the module's shared one stays healthy.
+
+When a test fails, the report shows the last lines every ``tuffdb serve`` node of the
+test logged (``ServerNode.log_path``): a fault that shows once in a CI run can be read
+from that run alone.
 """
 
 from __future__ import annotations
@@ -14,6 +18,21 @@ import pytest
 
 from tuffdb.testing.etcd import ETCD_MISSING, EtcdCluster, etcd_binary
 
+LOG_LINES_SHOWN = 400  # per node: the end of each log, where a failure's story is
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    tmp = getattr(item, "funcargs", {}).get("tmp_path")
+    if not report.failed or not isinstance(tmp, Path):
+        return
+    for path in sorted(tmp.rglob("n*.log")):
+        lines = [line for line in path.read_text(errors="replace").splitlines()
+                 if '"event": "HTTP' not in line and '"event":"HTTP' not in line]
+        report.sections.append((f"node log {path.relative_to(tmp)} (last {LOG_LINES_SHOWN})",
+                                "\n".join(lines[-LOG_LINES_SHOWN:])))
 
 
 @pytest.fixture(scope="module")

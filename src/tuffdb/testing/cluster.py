@@ -76,17 +76,29 @@ class ServerNode:
         self._q = queue.Queue()
         self.proc = subprocess.Popen(self.argv, env=self.env, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
-        threading.Thread(target=self._read, args=(self.proc, self._q), daemon=True).start()
+        threading.Thread(target=self._read, args=(self.proc, self._q, self.log_path),
+                         daemon=True).start()
         return self
 
+    @property
+    def log_path(self) -> Path:
+        """Every line the node logged, over all its restarts (beside its data directory,
+        which a snapshot replaces): tests/cluster/conftest.py shows them when a test fails."""
+        return self.dir.with_name(self.node_id + ".log")
+
     @staticmethod
-    def _read(proc: subprocess.Popen[str], q: queue.Queue[dict[str, Any] | None]) -> None:
+    def _read(proc: subprocess.Popen[str], q: queue.Queue[dict[str, Any] | None],
+              path: Path) -> None:
         assert proc.stderr is not None
-        for raw in proc.stderr:
-            try:
-                q.put(json.loads(raw))
-            except ValueError:
-                q.put({"event": "<not json>", "raw": raw})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as kept:
+            for raw in proc.stderr:
+                kept.write(raw)
+                kept.flush()
+                try:
+                    q.put(json.loads(raw))
+                except ValueError:
+                    q.put({"event": "<not json>", "raw": raw})
         q.put(None)
 
     def drain(self) -> list[dict[str, Any]]:
