@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from tuffdb import _format
+from tuffdb._format import cluster as cluster_format
 from tuffdb._format import kv as kv_format
 from tuffdb._format import record as record_format
 from tuffdb._format import resp as resp_format
@@ -106,6 +107,10 @@ class Binding(NamedTuple):
 
 
 BINDINGS: dict[str, list[Binding]] = {
+    "cluster.md": [
+        Binding(("sequence", "gen", "lsn", "crc"), cluster_format.ACKED_SLOT,
+                cluster_format.ACKED_SLOT_SIZE, cluster_format),
+    ],
     "record.md": [
         Binding(("crc", "length", "kind", "flags", "payload"), record_format.FRAME,
                 record_format.FRAME_SIZE, record_format),

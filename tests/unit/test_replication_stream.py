@@ -8,6 +8,7 @@ write returns on the leader, the follower already holds it (no waiting in the te
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from tuffdb.cluster.appliers import EventsApplier, KVApplier
 from tuffdb.cluster.follower import ReplicationClient
 from tuffdb.cluster.leader import ReplicationServer
 from tuffdb.cluster.sequencer import Lease, Sequencer
-from tuffdb.cluster.state import NodeState, load
+from tuffdb.cluster.state import AckedFile, NodeState, load, save
 from tuffdb.errors import NotEnoughReplicasError, NotLeaderError
 
 WAIT_S = 60.0
@@ -395,6 +396,55 @@ def test_a_follower_saves_whose_rounds_it_may_hold_before_it_holds_any(tmp_path:
         assert (on_disk.open_epoch, on_disk.unsure) == (7, 7)
     finally:
         shut_down(client, server, seq, follower, leader)
+
+
+def test_every_lsn_a_follower_acknowledged_is_on_disk_before_the_ack(tmp_path: Path) -> None:
+    """Elections compare LSNs: "the furthest ahead wins" keeps every acknowledged write only
+    if no node's LSN is below a round it acknowledged. A follower killed right after an
+    ACK (no clean stop, no half-second save since) must restart with that LSN: a CI run
+    lost acknowledged writes when one restarted with 0 and lost an election on a tie."""
+    leader, follower = Stores(tmp_path / "a"), Stores(tmp_path / "b")
+    seq, server = lead(leader, required=1)
+    state_dir = tmp_path / "b" / "cluster"
+    client = follow(follower, server.port, NodeState(), state_dir)
+    try:
+        wait_in_sync(seq, "n2")
+        for i in range(30):
+            leader.kv.put(b"k%d" % i, b"v")  # returns once the follower acknowledged it
+            acked = seq.followers["n2"].acked
+            assert load(state_dir).lsn >= acked >= i + 1  # what a restart here would read
+    finally:
+        shut_down(client, server, seq, follower, leader)
+
+
+def test_the_acked_file_survives_a_torn_slot_and_follows_only_its_own_state(
+        tmp_path: Path) -> None:
+    save(tmp_path, NodeState(lsn=3, epoch=2, history=[[2, 1]], open_epoch=2))
+    acked = AckedFile(tmp_path)
+    state = load(tmp_path)
+    for lsn in (5, 6, 7):
+        acked.write(state.gen, lsn)
+    assert load(tmp_path).lsn == 7
+    raw = bytearray((tmp_path / "acked").read_bytes())
+    newest = 0 if read_acked_slot(raw, 0)[2] == 7 else 512
+    raw[newest + 10] ^= 0xFF  # torn: the other slot (6) stands
+    (tmp_path / "acked").write_bytes(bytes(raw))
+    assert load(tmp_path).lsn == 6
+    raw[(512 - newest) + 3] ^= 0xFF  # both torn: the saved LSN stands
+    (tmp_path / "acked").write_bytes(bytes(raw))
+    assert load(tmp_path).lsn == 3
+    acked.close()
+    acked = AckedFile(tmp_path)  # reopened over torn slots: writes go on
+    acked.write(state.gen, 9)
+    assert load(tmp_path).lsn == 9
+    # A later save (a snapshot installed at LSN 4, say) makes older records moot.
+    save(tmp_path, NodeState(lsn=4, epoch=3, history=[[3, 1]], gen=state.gen))
+    assert load(tmp_path).lsn == 4
+    acked.close()
+
+
+def read_acked_slot(raw: bytes, at: int) -> tuple[int, int, int]:
+    return struct.unpack_from("<QQQ", raw, at)  # type: ignore[return-value]
 
 
 def test_a_state_file_without_open_epoch_loads_sure(tmp_path: Path) -> None:

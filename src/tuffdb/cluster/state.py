@@ -8,9 +8,15 @@ Two nodes share every round up to the point where their histories part, so a nod
 rejoins keeps what it shares with the leader and gives up the rest.
 
 Written whole to a temporary file, fsynced and renamed (and the directory fsynced), so a
-crash leaves the old or the new state, never a mix. ``lsn`` may lag what the stores hold
-(it is written after them, every half second or so, not with every round). So the file
-also says whose rounds those may be: ``open_epoch`` is the epoch of the leader whose
+crash leaves the old or the new state, never a mix; every save counts one more ``gen``.
+``lsn`` there may lag what the stores hold (it is written every half second or so, not
+with every round). What a follower acknowledged never lags: before each ACK it writes the
+LSN it acknowledges to ``<data_dir>/cluster/acked`` (:class:`AckedFile`: two checksummed
+slots in a fixed file, one fdatasync), and :func:`load` takes it when it was written
+under the saved ``gen``. A node's LSN is therefore never below a round it acknowledged,
+which is what "the furthest ahead wins" needs: a write was acknowledged once followers
+had acknowledged it. The stores may still hold rounds past that LSN (applied, not yet
+acknowledged), so the file also says whose rounds those may be: ``open_epoch`` is the epoch of the leader whose
 history the stores may hold past ``lsn`` (this node's own epoch while it leads, its
 leader's while it follows), 0 when ``lsn`` is all they hold (a follower stopped cleanly,
 a snapshot installed). A node that starts with ``open_epoch`` set is *unsure*: replaying
@@ -22,13 +28,18 @@ may lack them, so it takes a snapshot from any other leader (docs/design/replica
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tuffdb._format.checksum import crc32c
+from tuffdb._format.cluster import (ACKED_FILE_SIZE, ACKED_SLOT, ACKED_SLOT_SPAN,
+                                     CRC_OFFSET)
 from tuffdb.errors import CorruptionError
-from tuffdb.storage.files import write_file_durably
+from tuffdb.storage.files import fsync_dir, fsync_fd, write_file_durably
 
 STATE_FILE = "state.json"
+ACKED_FILE = "acked"
 
 
 @dataclass
@@ -42,6 +53,7 @@ class NodeState:
     # counted (the last run did not save its position). Not saved; 0 once a leader of
     # that epoch streams to this node, or a snapshot replaces its stores.
     unsure: int = 0
+    gen: int = 0  # how many times the state was saved (the acked file names the one it follows)
 
     def begin_epoch(self, epoch: int, first_lsn: int) -> None:
         """This node leads (or follows a leader of) ``epoch`` from round ``first_lsn``."""
@@ -85,15 +97,71 @@ def load(directory: Path) -> NodeState:
         doc = json.loads(raw)
         state = NodeState(int(doc["lsn"]), int(doc["epoch"]),
                           [[int(e), int(f)] for e, f in doc["history"]],
-                          int(doc.get("open_epoch", 0)))
+                          int(doc.get("open_epoch", 0)), gen=int(doc.get("gen", 0)))
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptionError(f"cluster state is unreadable: {exc}", path=str(path)) from None
+    acked = read_acked(directory)
+    if acked is not None and acked[0] == state.gen:
+        state.lsn = max(state.lsn, acked[1])
     state.unsure = state.open_epoch
     return state
 
 
 def save(directory: Path, state: NodeState) -> None:
     directory.mkdir(parents=True, exist_ok=True)
+    state.gen += 1
     data = json.dumps({"lsn": state.lsn, "epoch": state.epoch, "history": state.history,
-                       "open_epoch": state.open_epoch})
+                       "open_epoch": state.open_epoch, "gen": state.gen})
     write_file_durably(directory / STATE_FILE, data.encode())
+
+
+def _newest_slot(raw: bytes) -> tuple[int, int, int, int] | None:
+    """(sequence, slot index, gen, lsn) of the newest whole slot in the acked file's
+    bytes; None when neither is (empty, or torn)."""
+    whole = []
+    for index in (0, 1):
+        at = index * ACKED_SLOT_SPAN
+        if len(raw) < at + ACKED_SLOT.size:
+            continue
+        seq, gen, lsn, crc = ACKED_SLOT.unpack_from(raw, at)
+        if seq and crc32c(raw[at : at + CRC_OFFSET]) == crc:
+            whole.append((seq, index, gen, lsn))
+    return max(whole, default=None)
+
+
+def read_acked(directory: Path) -> tuple[int, int] | None:
+    """(gen, lsn) of the newest whole slot of the acked file; None without one."""
+    try:
+        newest = _newest_slot((directory / ACKED_FILE).read_bytes())
+    except FileNotFoundError:
+        return None
+    return None if newest is None else (newest[2], newest[3])
+
+
+class AckedFile:
+    """The LSN a follower acknowledges, durable before the ACK goes out: one pwrite into a
+    file whose size never changes after it is made, then one fdatasync."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(directory / ACKED_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        if os.fstat(self._fd).st_size != ACKED_FILE_SIZE:  # new (or cut short by a crash)
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, bytes(ACKED_FILE_SIZE), 0)
+            fsync_fd(self._fd)
+            fsync_dir(directory)
+        newest = _newest_slot(os.pread(self._fd, ACKED_FILE_SIZE, 0))
+        self._seq, self._next = (0, 0) if newest is None else (newest[0], 1 - newest[1])
+
+    def write(self, gen: int, lsn: int) -> None:
+        self._seq += 1
+        body = ACKED_SLOT.pack(self._seq, gen, lsn, 0)[:CRC_OFFSET]
+        os.pwrite(self._fd, body + crc32c(body).to_bytes(4, "little"),
+                  self._next * ACKED_SLOT_SPAN)
+        fsync_fd(self._fd, data_only=True)
+        self._next = 1 - self._next
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
