@@ -52,7 +52,7 @@ from tuffdb.cluster.appliers import Applier
 from tuffdb.cluster.etcd import Compare, EtcdClient, Op
 from tuffdb.cluster.follower import ReplicationClient, connect, fetch_snapshot
 from tuffdb.cluster.leader import ReplicationServer, SnapshotFile
-from tuffdb.cluster.sequencer import Lease, Sequencer
+from tuffdb.cluster.sequencer import Lease, Round, Sequencer
 from tuffdb.errors import (
     CoordinationError,
     LeaseExpired,
@@ -135,6 +135,9 @@ class Node:
         self._renewed_at = 0.0  # monotonic send time of the last successful renewal
         self._no_leader_since: float | None = None
         self._waiting_for_unseen = False  # _elect said so once
+        # The rounds the last follower session applied (its ring), kept while a candidate:
+        # elected, this node serves followers a little behind it from them, not a snapshot.
+        self._kept_rounds: list[Round] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tuffdb-cluster", daemon=True)
         self._lock = threading.RLock()
@@ -488,6 +491,7 @@ class Node:
             if client.failed is not None:
                 return  # a restart for a snapshot is under way
         self.role = "follower"
+        self._kept_rounds = []  # this leader streams what it has
         if self._deposed:  # the last chance to see a write that raced the step-down
             self._deposed = False
             if self._count_raced_writes():
@@ -514,6 +518,7 @@ class Node:
             self._no_leader_since = now
             if self.client is not None:  # our LSN is final from here: publish it
                 self.client.stop()
+                self._kept_rounds = list(self.client.ring)
                 self.client = None
             self.role = "candidate"
             log.info("role: candidate", reason="no leader key", lsn=self.state.lsn)
@@ -568,10 +573,11 @@ class Node:
         self._promote(res.revision)
 
     def _promote(self, epoch: int) -> None:
-        rounds = list(self.client.ring) if self.client is not None else []
         if self.client is not None:
             self.client.stop()
+            self._kept_rounds = list(self.client.ring)
             self.client = None
+        rounds, self._kept_rounds = self._kept_rounds, []
         self.state.begin_epoch(epoch, self.state.lsn + 1)
         if self.state.unsure:
             # Restarted after a crash and not synced with a leader since: the stores may
