@@ -102,19 +102,21 @@ def test_a_leader_paused_past_its_lease_acknowledges_nothing_more_and_rejoins(
                 errors.append(type(exc).__name__)
             i += 1
 
-    w = threading.Thread(target=writer, args=("old", old))
+    w = threading.Thread(target=writer, args=("old", old), daemon=True)
     w.start()
-    until("some acknowledged writes", lambda: len(acked) >= 50)
-    old.signal(signal.SIGSTOP)
-    new = cluster.leader(exclude=old)
-    nr = redis.Redis(*new.resp)
-    for i in range(50):
-        assert nr.set(f"new:{i}", f"new:{i}")
-        acked[f"new:{i}"] = f"new:{i}".encode()
-    old.signal(signal.SIGCONT)
-    until("the old leader to step down", lambda: old.role() == "follower")
-    stop.set()
-    w.join(timeout=120)
+    try:
+        until("some acknowledged writes", lambda: len(acked) >= 50)
+        old.signal(signal.SIGSTOP)
+        new = cluster.leader(exclude=old)
+        nr = redis.Redis(*new.resp)
+        for i in range(50):
+            assert nr.set(f"new:{i}", f"new:{i}")
+            acked[f"new:{i}"] = f"new:{i}".encode()
+        old.signal(signal.SIGCONT)
+        until("the old leader to step down", lambda: old.role() == "follower")
+    finally:  # a failure above must not leave the writer running (pytest would wait)
+        stop.set()
+        w.join(timeout=120)
     assert not w.is_alive()
     until("the old leader to rejoin and catch up", lambda: _caught_up(old, new))
     final = _all_keys(new)
