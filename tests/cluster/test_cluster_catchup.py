@@ -128,6 +128,11 @@ def test_a_leader_paused_past_its_lease_acknowledges_nothing_more_and_rejoins(
     assert errors, "the writer saw its in-flight writes refused once the leader lost its lease"
     events = {line.get("event") for line in old.drain()}
     assert "role: follower (stepped down)" in events
+    # The followers were in sync: one a round or two behind the other at the failover
+    # streams those from the new leader's ring (the rounds it applied as a follower),
+    # never a whole snapshot.
+    for node in cluster.followers(old):
+        assert "snapshot installed" not in {line.get("event") for line in node.drain()}
 
 
 def test_a_leader_killed_holding_a_round_no_follower_got_gives_it_up_when_it_rejoins(
