@@ -182,6 +182,35 @@ def test_stepping_down_acknowledges_nothing_that_followers_did_not_confirm(
         store.close()
 
 
+def test_a_waiter_ticketed_after_a_step_down_learns_its_earlier_writes_were_refused(
+        tmp_path: Path) -> None:
+    """An event loop takes one ticket for a pass's writes when the pass ends (LoopRounds).
+    If the node stepped down meanwhile, the round carrying them was refused, and a timer
+    round that settled locally since (no followers after a step-down) made that ticket a
+    later, successful one: the writes were acknowledged though no follower had them. A
+    ticket taken before the first write (``since``) says which rounds carried them."""
+    store = KVStore.open(tmp_path / "kv", durability="interval", interval_ms=60_000)
+    gate = Gate()
+    store.set_replication_hooks(lambda parts: None, gate)
+    try:
+        since = store.write_ticket()  # the pass begins
+        store.put(b"a", b"1", sync=False)
+        gate.refuse = True  # the sequencer, closed, refuses the round carrying it
+        store.set_replication_hooks(None, None)  # the node steps down
+        timer: Future[None] = store.when_durable(store.write_ticket())  # a timer round
+        assert isinstance(timer.exception(timeout=60), NotEnoughReplicasError | NotLeaderError)
+        ticket = store.write_ticket()  # the pass ends: its ticket is a later round's
+        assert store.when_durable(ticket).result(timeout=60) is None  # (settled locally)
+        with pytest.raises((NotEnoughReplicasError, NotLeaderError)):
+            store.when_durable(ticket, since).result(timeout=60)
+        store.set_replication_hooks(lambda parts: None, Gate())  # leading again
+        since = store.write_ticket()
+        store.put(b"b", b"2", sync=False)
+        assert store.when_durable(store.write_ticket(), since).result(timeout=60) is None
+    finally:
+        store.close()
+
+
 def test_a_put_that_raced_the_step_down_is_refused_and_counted(tmp_path: Path) -> None:
     """put's lock-free path checks the refusal first and again after its write; one that
     passed the first check before the step-down and wrote after it ends in _put_slow."""

@@ -1269,8 +1269,10 @@ class KVStore(MutableMapping[bytes, bytes]):
         with self._lock:
             return self._committer.ticket()
 
-    def when_durable(self, ticket: int) -> Future[None]:
-        """A future done once the writes covered by ``ticket`` are fsynced.
+    def when_durable(self, ticket: int, since: int = 0) -> Future[None]:
+        """A future done once the writes covered by ``ticket`` are fsynced (and, on a
+        cluster leader, confirmed: refused when any round from ``since``, a ticket taken
+        before the first of the caller's writes, was not; ``GroupCommitter.future``).
 
         With ``durability="none"`` nothing is logged, so the hot tier is sealed and the
         future is done once it has been spilled (as ``sync()`` would).
@@ -1287,7 +1289,7 @@ class KVStore(MutableMapping[bytes, bytes]):
                 self._requests.append(("spill_until", None, fut))
                 self._space_cv.notify_all()
             return fut
-        return self._committer.future(ticket)
+        return self._committer.future(ticket, since)
 
     def commit_soon(self) -> None:
         """Start a group-commit round now on the committer thread, without waiting for it:

@@ -29,7 +29,12 @@ the store's committer thread (``when_durable``) and its waiters are called back 
 loop when it completes; several rounds may be in flight, completing in order. A round
 whose confirmation failed leaves its writes in the store, unconfirmed: until a later
 round is confirmed (which covers every earlier one), readers are held for one
-(:attr:`unconfirmed`), so no reply shows a write a failover could still lose.
+(:attr:`unconfirmed`), so no reply shows a write a failover could still lose. A round's
+ticket is taken when it ends, after its writes; the faces call :meth:`opening` before a
+pass's writes, and the ticket it returns (the earliest of the gathering's) goes with the
+round (``KVStore.when_durable(ticket, since)``): if the node stepped down meanwhile, the
+round that carried them was refused even when a later one, settled locally after the
+step-down, is the one the ticket names.
 
 Readers: a reply must not show a write a crash could still lose (PostgreSQL makes a commit
 visible only after its WAL flush; Redis sends every reply of a pass after the pass's
@@ -91,10 +96,25 @@ class LoopRounds:
         self._keys: list[Hashable] = []  # marked in the gathering round
         self._gen = 0  # counts rounds taken from gathering: names the gathering round
         self._dirty: dict[Hashable, int] = {}  # marked key -> _gen of the round it joined
+        self._since = 0  # threaded: a ticket taken before the gathering's first write (0: none)
 
-    def after_round(self, fn: Waiter) -> None:
+    def opening(self) -> int:
+        """Threaded (a cluster node): call before a pass's writes; returns a ticket taken
+        now (0 otherwise). A writer whose writes may end up in a later gathering (a script
+        on its thread) passes it to :meth:`after_round` / :meth:`future` as ``since``."""
+        if not self.threaded:
+            return 0
+        ticket: int = self.store.write_ticket()
+        if not self._since:
+            self._since = ticket
+        return ticket
+
+    def after_round(self, fn: Waiter, since: int = 0) -> None:
         """Call ``fn(error)`` once every write made so far is durable. ``error`` is the
-        failure that poisoned the store, if any: then nothing in the round is durable."""
+        failure that poisoned the store, if any: then nothing in the round is durable.
+        ``since``: see :meth:`opening`."""
+        if since and (not self._since or since < self._since):
+            self._since = since
         if not self._round:
             self._passes = 0
             asyncio.get_running_loop().call_soon(self._hop)
@@ -184,9 +204,9 @@ class LoopRounds:
             return self._flying[max(self._flying)]
         return None
 
-    def future(self) -> asyncio.Future[None]:
+    def future(self, since: int = 0) -> asyncio.Future[None]:
         """:meth:`after_round` as a future (to await, or to gather with others)."""
-        fut = self._future(self.after_round)
+        fut = self._future(lambda fn: self.after_round(fn, since))
         assert fut is not None
         return fut
 
@@ -233,10 +253,12 @@ class LoopRounds:
     def _run_threaded(self) -> None:
         """Hand the gathered round to the store's committer thread; call its waiters on
         the loop once it is durable (and confirmed)."""
+        since, self._since = self._since, 0
         waiters, keys = self._take()
         gen = self._gen - 1
         try:
-            fut = self.store.when_durable(self.store.write_ticket())  # type: ignore[attr-defined]
+            fut = self.store.when_durable(  # type: ignore[attr-defined]
+                self.store.write_ticket(), since)
         except Exception as exc:  # noqa: BLE001  (closed or poisoned: tell the waiters)
             self._release(keys)
             self._call(waiters, exc)

@@ -25,6 +25,14 @@ When the callback gets an error, that round's waiters get it (``NotEnoughReplica
 the write is durable here but not confirmed, so it is not acknowledged) and the store is
 *not* poisoned: local data is intact and the next round may be confirmed again. While
 ``confirm`` is set no round is split (:meth:`begin_round` returns None).
+
+A waiter that took its ticket after its writes (an event loop gathering a pass's writes
+takes one ticket for all of them when the pass ends) passes ``since``, the ticket taken
+before its first write: it is refused if any round from ``since`` to its ticket was. A
+later round's success does not cover an earlier refusal once a leader stepped down: its
+rounds then settle without followers (:meth:`stop_confirming`), so a waiter whose writes
+were refused in round *n* and whose ticket is *n + 2* (a timer round between) was told
+they were durable and confirmed.
 """
 
 from __future__ import annotations
@@ -76,7 +84,7 @@ class GroupCommitter:
         self._urgent = False
         self._leading = False  # a round is running (in the committer thread or a leader)
         self._closing = False
-        self._futures: list[tuple[int, Future[None]]] = []
+        self._futures: list[tuple[int, int, Future[None]]] = []  # (ticket, since, future)
         # round number -> why it was not confirmed (see the module docstring); kept for the
         # waiters that look after the round ended, the newest MAX_FAILED_ROUNDS of them.
         self._failed: dict[int, BaseException] = {}
@@ -211,11 +219,14 @@ class GroupCommitter:
                     self._urgent = True
                     self._work.notify()
 
-    def future(self, ticket: int) -> Future[None]:
+    def future(self, ticket: int, since: int = 0) -> Future[None]:
+        """Done once ``ticket`` is durable; failed when any round from ``since`` (the
+        ticket taken before the caller's first write; 0: ``ticket`` alone) to ``ticket``
+        was not confirmed (see the module docstring)."""
         fut: Future[None] = Future()
         with self._cv:
             if self._durable >= ticket:
-                failed = self._failed.get(ticket)
+                failed = self._failure(ticket, since)
                 if failed is not None:
                     fut.set_exception(failed)
                 else:
@@ -223,10 +234,28 @@ class GroupCommitter:
             elif self._poison:
                 fut.set_exception(self._poison_error())
             else:
-                self._futures.append((ticket, fut))
+                self._futures.append((ticket, since, fut))
                 self._urgent = True
                 self._work.notify()
         return fut
+
+    def _failure(self, ticket: int, since: int) -> BaseException | None:
+        """Under the lock: why the newest round from ``since`` to ``ticket`` was refused,
+        None when none was."""
+        failed = self._failed
+        if not failed:
+            return None
+        if since <= 0 or since >= ticket:
+            return failed.get(ticket)
+        if ticket - since < len(failed):
+            numbers: Any = range(ticket, since - 1, -1)
+        else:
+            numbers = sorted((n for n in failed if since <= n <= ticket), reverse=True)
+        for n in numbers:
+            err = failed.get(n)
+            if err is not None:
+                return err
+        return None
 
     def kick(self) -> None:
         with self._work:
@@ -361,12 +390,12 @@ class GroupCommitter:
                 self._failed[number] = failed
                 if len(self._failed) > MAX_FAILED_ROUNDS:
                     del self._failed[min(self._failed)]
-            ready = [(t, f) for t, f in self._futures if t <= number]
+            ready = [(f, self._failure(t, since)) for t, since, f in self._futures
+                     if t <= number]
             if ready:
-                self._futures = [(t, f) for t, f in self._futures if t > number]
+                self._futures = [entry for entry in self._futures if entry[0] > number]
             self._cv.notify_all()
-        for t, f in ready:
-            err = self._failed.get(t)
+        for f, err in ready:
             if err is None:
                 f.set_result(None)
             else:
@@ -375,12 +404,12 @@ class GroupCommitter:
     def _fail_remaining(self) -> None:
         with self._cv:
             futures, self._futures = self._futures, []
+            failures = [self._failure(t, since) for t, since, _ in futures]
             self._cv.notify_all()
-        for t, f in futures:
+        for (t, _, f), err in zip(futures, failures, strict=True):
             if self._poison:
                 f.set_exception(self._poison_error())
             elif t <= self._durable:
-                err = self._failed.get(t)
                 if err is None:
                     f.set_result(None)
                 else:

@@ -244,6 +244,7 @@ class App:
             ctx = Ctx(req, params, key, mp)
             if handler in self._one_record:
                 record = args
+            self.opening()
             result = handler(self, ctx, *args)
             writes = access in ("write", "admin", "kv_write")
             if writes and (self.settings.durable_operations or lsn_of is not None):
@@ -343,6 +344,12 @@ class App:
         except RuntimeError:
             return
         self._rounds.mark(keys)
+
+    def opening(self) -> None:
+        """Before a request's writes: a cluster node's round learns which of its rounds
+        may carry them (``LoopRounds.opening``)."""
+        if self.node is not None:
+            self._rounds.opening()
 
     def visible(self) -> Awaitable[None] | None:
         """For a WebSocket read: done once every write it may show is durable (None: at

@@ -207,6 +207,7 @@ class WsSession:
             if kind in WRITES and node is not None and not node.is_leader():
                 result = await self.forward(kind, payload)  # durable per the leader
             else:
+                self.app.opening()
                 result = self.dispatch(kind, payload)
                 if kind in WRITES and self.app.settings.durable_operations:
                     await self.app.durable()

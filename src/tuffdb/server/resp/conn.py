@@ -95,6 +95,10 @@ class Conn(asyncio.Protocol):
         self.write_paused = False
         self.closing = False
         self.wrote = False
+        # a cluster node: a ticket taken before this batch's writes (LoopRounds.opening),
+        # for a round this connection joins later (after a script it ran on its thread)
+        self.clustered = srv.node is not None
+        self.since = 0
         self.reply_mode = REPLY_ON  # CLIENT REPLY: ON, OFF, or SKIP (the next command's)
         self.deferred: list[asyncio.Future[Any]] = []
         # Replies known only later (WAIT): the handler returned b"" in their place and the
@@ -209,6 +213,8 @@ class Conn(asyncio.Protocol):
         """Execute queued commands; a batch stops once its replies pass BATCH_OUTPUT_SIZE,
         so a pipeline of big GETs cannot build gigabytes of replies in one go."""
         self.wrote = False
+        if self.clustered:
+            self.since = self.srv.rounds.opening()
         changes = self.store.changes
         execute = self.execute
         queue = self.queue
@@ -303,7 +309,7 @@ class Conn(asyncio.Protocol):
         futures = self.deferred
         self.deferred = []
         if durable:
-            futures.append(self.srv.rounds.future())
+            futures.append(self.srv.rounds.future(self.since))
         self.waiting = True
         gathered = futures[0] if len(futures) == 1 else asyncio.gather(*futures)
         gathered.add_done_callback(
