@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tuffdb import Database, Event, EventStore, KVStore
+from tuffdb._format.cluster import ACKED_SLOT_SPAN
 from tuffdb.cluster import wire
 from tuffdb.cluster.appliers import EventsApplier, KVApplier
 from tuffdb.cluster.follower import ReplicationClient
@@ -426,11 +427,11 @@ def test_the_acked_file_survives_a_torn_slot_and_follows_only_its_own_state(
         acked.write(state.gen, lsn)
     assert load(tmp_path).lsn == 7
     raw = bytearray((tmp_path / "acked").read_bytes())
-    newest = 0 if read_acked_slot(raw, 0)[2] == 7 else 512
+    newest = 0 if read_acked_slot(raw, 0)[2] == 7 else ACKED_SLOT_SPAN
     raw[newest + 10] ^= 0xFF  # torn: the other slot (6) stands
     (tmp_path / "acked").write_bytes(bytes(raw))
     assert load(tmp_path).lsn == 6
-    raw[(512 - newest) + 3] ^= 0xFF  # both torn: the saved LSN stands
+    raw[(ACKED_SLOT_SPAN - newest) + 3] ^= 0xFF  # both torn: the saved LSN stands
     (tmp_path / "acked").write_bytes(bytes(raw))
     assert load(tmp_path).lsn == 3
     acked.close()

@@ -12,7 +12,7 @@ import struct
 
 ACKED_SLOT = struct.Struct("<QQQI")  # sequence, gen, lsn, crc
 ACKED_SLOT_SIZE = ACKED_SLOT.size
-ACKED_SLOT_SPAN = 512  # a sector each: a torn write spoils one slot only
+ACKED_SLOT_SPAN = 4096  # a page each (direct I/O writes whole blocks); a torn write spoils one
 ACKED_FILE_SIZE = 2 * ACKED_SLOT_SPAN
 SEQUENCE_OFFSET = 0
 GEN_OFFSET = 8
