@@ -5,11 +5,11 @@ catch up): it receives a leader's consistent snapshot into a staging directory a
 in place of the stores' directories. :class:`ReplicationClient` then tails: it applies
 each ``ROUND`` to its store in LSN order, and whenever nothing more is waiting on the
 socket it makes what it applied durable (one fsync per store touched), writes the LSN it
-is about to acknowledge to the acked file (``state.AckedFile``: one fdatasync) and
-acknowledges it, so acknowledgements batch under load the way group commit does, and a
-node killed at any instant restarts with an LSN no lower than any round it acknowledged. Rounds it
-applied stay in a bounded ring: if this node becomes the leader, a follower that is a
-little behind it is served from there.
+is about to acknowledge to the acked file (``state.AckedFile``: one synchronous write)
+and acknowledges it, so acknowledgements batch under load the way group commit does, and
+a node killed at any instant restarts with an LSN no lower than any round it
+acknowledged. Rounds it applied stay in a bounded ring: if this node becomes the leader, a
+follower that is a little behind it is served from there.
 
 A round or ping from a leader whose epoch is older than the newest this node has seen is
 refused: the connection is dropped and nothing of it is applied.

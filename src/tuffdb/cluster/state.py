@@ -12,17 +12,17 @@ crash leaves the old or the new state, never a mix; every save counts one more `
 ``lsn`` there may lag what the stores hold (it is written every half second or so, not
 with every round). What a follower acknowledged never lags: before each ACK it writes the
 LSN it acknowledges to ``<data_dir>/cluster/acked`` (:class:`AckedFile`: two checksummed
-slots in a fixed file, one fdatasync), and :func:`load` takes it when it was written
-under the saved ``gen``. A node's LSN is therefore never below a round it acknowledged,
-which is what "the furthest ahead wins" needs: a write was acknowledged once followers
-had acknowledged it. The stores may still hold rounds past that LSN (applied, not yet
-acknowledged), so the file also says whose rounds those may be: ``open_epoch`` is the epoch of the leader whose
-history the stores may hold past ``lsn`` (this node's own epoch while it leads, its
-leader's while it follows), 0 when ``lsn`` is all they hold (a follower stopped cleanly,
-a snapshot installed). A node that starts with ``open_epoch`` set is *unsure*: replaying
-that leader's rounds over what it holds changes nothing, but any other leader's history
-may lack them, so it takes a snapshot from any other leader (docs/design/replication.md,
-"Positions").
+slots in a fixed file, one synchronous write), and :func:`load` takes it when it was
+written under the saved ``gen``. A node's LSN is therefore never below a round it
+acknowledged, which is what "the furthest ahead wins" needs: a write was acknowledged
+once followers had acknowledged it. The stores may still hold rounds past that LSN
+(applied, not yet acknowledged), so the file also says whose rounds those may be:
+``open_epoch`` is the epoch of the leader whose history the stores may hold past ``lsn``
+(this node's own epoch while it leads, its leader's while it follows), 0 when ``lsn`` is
+all they hold (a follower stopped cleanly, a snapshot installed). A node that starts with
+``open_epoch`` set is *unsure*: replaying that leader's rounds over what it holds changes
+nothing, but any other leader's history may lack them, so it takes a snapshot from any
+other leader (docs/design/replication.md, "Positions").
 """
 
 from __future__ import annotations

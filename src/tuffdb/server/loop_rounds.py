@@ -30,11 +30,11 @@ loop when it completes; several rounds may be in flight, completing in order. A 
 whose confirmation failed leaves its writes in the store, unconfirmed: until a later
 round is confirmed (which covers every earlier one), readers are held for one
 (:attr:`unconfirmed`), so no reply shows a write a failover could still lose. A round's
-ticket is taken when it ends, after its writes; the faces call :meth:`opening` before a
-pass's writes, and the ticket it returns (the earliest of the gathering's) goes with the
-round (``KVStore.when_durable(ticket, since)``): if the node stepped down meanwhile, the
-round that carried them was refused even when a later one, settled locally after the
-step-down, is the one the ticket names.
+ticket is taken when it ends, after its writes; a writer takes one with :meth:`opening`
+before its writes and passes it as ``since`` when it joins the round, and the earliest
+of them goes with the round (``KVStore.when_durable(ticket, since)``): if the node
+stepped down meanwhile, the round that carried them was refused even when a later one,
+settled locally after the step-down, is the one the round's ticket names.
 
 Readers: a reply must not show a write a crash could still lose (PostgreSQL makes a commit
 visible only after its WAL flush; Redis sends every reply of a pass after the pass's
@@ -96,18 +96,12 @@ class LoopRounds:
         self._keys: list[Hashable] = []  # marked in the gathering round
         self._gen = 0  # counts rounds taken from gathering: names the gathering round
         self._dirty: dict[Hashable, int] = {}  # marked key -> _gen of the round it joined
-        self._since = 0  # threaded: a ticket taken before the gathering's first write (0: none)
+        self._since = 0  # threaded: the earliest ``since`` of the gathering's writers (0: none)
 
     def opening(self) -> int:
-        """Threaded (a cluster node): call before a pass's writes; returns a ticket taken
-        now (0 otherwise). A writer whose writes may end up in a later gathering (a script
-        on its thread) passes it to :meth:`after_round` / :meth:`future` as ``since``."""
-        if not self.threaded:
-            return 0
-        ticket: int = self.store.write_ticket()
-        if not self._since:
-            self._since = ticket
-        return ticket
+        """A writer's ``since`` for :meth:`after_round` / :meth:`future`: a ticket taken
+        before its writes (threaded, a cluster node; 0 otherwise)."""
+        return self.store.write_ticket() if self.threaded else 0
 
     def after_round(self, fn: Waiter, since: int = 0) -> None:
         """Call ``fn(error)`` once every write made so far is durable. ``error`` is the

@@ -244,14 +244,14 @@ class App:
             ctx = Ctx(req, params, key, mp)
             if handler in self._one_record:
                 record = args
-            self.opening()
+            since = self.opening()
             result = handler(self, ctx, *args)
             writes = access in ("write", "admin", "kv_write")
             if writes and (self.settings.durable_operations or lsn_of is not None):
                 # (A write a follower forwarded waits for its round in any mode: the
                 # follower answers once it applied it, so its client reads it there.)
                 return self._when_durable(
-                    lambda: self._reply(result, _with_lsn(headers, lsn_of), mp))
+                    lambda: self._reply(result, _with_lsn(headers, lsn_of), mp), since)
             if (self.settings.durable_operations and access in ("read", "kv_read")
                     and self._rounds.holds_readers):
                 return self._when_seen(self._reply(result, headers, mp), record)
@@ -288,7 +288,8 @@ class App:
         ctype = "application/msgpack" if mp else "application/json"
         return Response(200, ew.encode(result, mp), ctype, headers)
 
-    def _when_durable(self, reply: Callable[[], Response]) -> Deferred | asyncio.Future[Response]:
+    def _when_durable(self, reply: Callable[[], Response],
+                      since: int = 0) -> Deferred | asyncio.Future[Response]:
         """``reply()`` once every write so far is durable (an error reply if the store
         failed meanwhile: nothing acknowledged that is not on disk). With a log, a
         Deferred the loop's round completes (proto.py); without one, a future of
@@ -299,7 +300,7 @@ class App:
 
         if self.db.kv.durability != "none":
             deferred = Deferred(make)
-            self._rounds.after_round(deferred.ready)
+            self._rounds.after_round(deferred.ready, since)
             return deferred
         out: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
 
@@ -345,11 +346,10 @@ class App:
             return
         self._rounds.mark(keys)
 
-    def opening(self) -> None:
-        """Before a request's writes: a cluster node's round learns which of its rounds
-        may carry them (``LoopRounds.opening``)."""
-        if self.node is not None:
-            self._rounds.opening()
+    def opening(self) -> int:
+        """Before a request's writes: the ``since`` its round needs on a cluster node
+        (``LoopRounds.opening``; 0 on a single node)."""
+        return self._rounds.opening()
 
     def visible(self) -> Awaitable[None] | None:
         """For a WebSocket read: done once every write it may show is durable (None: at
@@ -369,8 +369,8 @@ class App:
         if self.forwarder is not None:
             self.forwarder.close()
 
-    def durable(self) -> Awaitable[None]:
-        """Done once every write made so far is durable.
+    def durable(self, since: int = 0) -> Awaitable[None]:
+        """Done once every write made so far is durable (``since``: :meth:`opening`'s).
 
         With a write-ahead log, the writes of one loop pass share one round, written by
         the loop thread once the pass is done (loop_rounds.py, as the RESP face does) and
@@ -386,7 +386,7 @@ class App:
         """
         kv = self.db.kv
         if kv.durability != "none":
-            return self._rounds.future()
+            return self._rounds.future(since)
         return asyncio.wrap_future(kv.when_durable(kv.write_ticket()))
 
     def _authenticate(self, req: Request) -> ApiKey:

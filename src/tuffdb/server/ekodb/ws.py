@@ -207,10 +207,10 @@ class WsSession:
             if kind in WRITES and node is not None and not node.is_leader():
                 result = await self.forward(kind, payload)  # durable per the leader
             else:
-                self.app.opening()
+                since = self.app.opening()
                 result = self.dispatch(kind, payload)
                 if kind in WRITES and self.app.settings.durable_operations:
-                    await self.app.durable()
+                    await self.app.durable(since)
                 elif (seen := self.app.visible()) is not None:  # a read waits for what it shows
                     await seen
         except Relayed as exc:

@@ -96,7 +96,7 @@ class Conn(asyncio.Protocol):
         self.closing = False
         self.wrote = False
         # a cluster node: a ticket taken before this batch's writes (LoopRounds.opening),
-        # for a round this connection joins later (after a script it ran on its thread)
+        # for the round they join (after a script it ran on its thread, a later one)
         self.clustered = srv.node is not None
         self.since = 0
         self.reply_mode = REPLY_ON  # CLIENT REPLY: ON, OFF, or SKIP (the next command's)
@@ -278,7 +278,7 @@ class Conn(asyncio.Protocol):
             self._wait_then_reply(out, srv.always)
         elif srv.always and self.wrote:
             self.waiting = True
-            srv.rounds.after_round(lambda exc: self._after_wait(exc, out))
+            srv.rounds.after_round(lambda exc: self._after_wait(exc, out), self.since)
         elif srv.always and srv.rounds.after_writes_seen(
                 lambda exc: self._after_wait(exc, out)):
             self.waiting = True
