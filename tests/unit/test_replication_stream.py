@@ -24,6 +24,7 @@ from tuffdb.cluster.follower import ReplicationClient
 from tuffdb.cluster.leader import ReplicationServer
 from tuffdb.cluster.sequencer import Lease, Sequencer
 from tuffdb.cluster.state import AckedFile, NodeState, load, save
+from tuffdb.testing.cluster import until
 from tuffdb.errors import NotEnoughReplicasError, NotLeaderError
 
 WAIT_S = 60.0
@@ -461,6 +462,30 @@ def _welcome_mode(port: int, **hello: object) -> str:
         kind, header, _ = wire.recv(sock)
         assert kind == wire.Msg.WELCOME, header
         return str(header["mode"])
+
+
+def test_a_follower_that_reconnects_stays_connected_when_its_old_link_ends(
+        tmp_path: Path) -> None:
+    """A follower may reconnect before the leader has seen its old connection close; the
+    old connection's threads, ending, must not mark the new one disconnected (its stream
+    then stopped, and the follower reconnected again, and again)."""
+    leader = Stores(tmp_path / "a")
+    seq, server = lead(leader, required=0)
+    hello = {"cluster": "c", "node": "n9", "lsn": 0, "epoch": 7, "history": []}
+    first = socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S)
+    second = socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S)
+    try:
+        for sock in (first, second):
+            wire.send(sock, wire.Msg.HELLO, hello)
+            assert wire.recv(sock)[0] == wire.Msg.WELCOME
+        first.close()  # the old link ends after the new one was welcomed
+        until("the leader to close its end of the old link", lambda: len(server._conns) == 1)
+        assert seq.followers["n9"].connected
+    finally:
+        second.close()
+        server.close()
+        seq.close()
+        leader.close()
 
 
 def test_a_restarted_node_unsure_of_another_epoch_takes_a_snapshot(tmp_path: Path) -> None:

@@ -186,12 +186,11 @@ class ReplicationServer:
         if mode == "snapshot":
             start = self._send_snapshot(conn)
         with seq._cv:  # noqa: SLF001
-            follower = seq.followers.get(node)
-            if follower is None:
-                follower = seq.followers[node] = FollowerState(node)
-            follower.acked = start  # what it holds durably now
-            follower.connected = True
-            follower.address = peer
+            # A new state per connection: the threads of one it replaces (a reconnect
+            # before this end saw the old one close) mark theirs disconnected when they
+            # end, and marked this one, whose stream then stopped: a reconnect loop.
+            follower = seq.followers[node] = FollowerState(
+                node, acked=start, connected=True, address=peer)  # acked: held durably now
             seq._cv.notify_all()  # noqa: SLF001
         log.info("follower connected", follower=node, mode=mode, from_lsn=start, peer=peer)
         threading.Thread(target=self._acks, args=(conn, follower), name="tuffdb-repl-acks",
