@@ -101,7 +101,12 @@ class LoopRounds:
     def opening(self) -> int:
         """A writer's ``since`` for :meth:`after_round` / :meth:`future`: a ticket taken
         before its writes (threaded, a cluster node; 0 otherwise)."""
-        return self.store.write_ticket() if self.threaded else 0
+        if not self.threaded:
+            return 0
+        try:
+            return self.store.write_ticket()
+        except Exception:  # noqa: BLE001  (closed or poisoned: the round will say so)
+            return 0
 
     def after_round(self, fn: Waiter, since: int = 0) -> None:
         """Call ``fn(error)`` once every write made so far is durable. ``error`` is the
