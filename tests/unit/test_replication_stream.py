@@ -382,29 +382,18 @@ def test_a_follower_stopped_with_rounds_unacknowledged_keeps_and_counts_them(
         source.close()
 
 
-def test_a_follower_saves_whose_rounds_it_may_hold_before_it_holds_any(tmp_path: Path) -> None:
-    """The LSN is saved every half second, after the stores. So before a session applies a
-    round, the state file says whose rounds the stores may hold past it (the leader's
-    epoch, ``open_epoch``): a node killed now starts unsure of epoch 7, and says so."""
-    leader, follower = Stores(tmp_path / "a"), Stores(tmp_path / "b")
-    seq, server = lead(leader, required=1)
-    state_dir = tmp_path / "b" / "cluster"
-    client = follow(follower, server.port, NodeState(), state_dir)
-    try:
-        wait_in_sync(seq, "n2")
-        leader.kv.put(b"k", b"v")
-        assert follower.kv.get(b"k") == b"v"
-        on_disk = load(state_dir)  # what a restart after a SIGKILL here would read
-        assert (on_disk.open_epoch, on_disk.unsure) == (7, 7)
-    finally:
-        shut_down(client, server, seq, follower, leader)
+def test_a_restart_after_any_ack_reads_its_lsn_and_whose_rounds_may_lie_past_it(
+        tmp_path: Path) -> None:
+    """What a node killed right after an ACK (no clean stop, no half-second save since)
+    reads when it starts again:
 
-
-def test_every_lsn_a_follower_acknowledged_is_on_disk_before_the_ack(tmp_path: Path) -> None:
-    """Elections compare LSNs: "the furthest ahead wins" keeps every acknowledged write only
-    if no node's LSN is below a round it acknowledged. A follower killed right after an
-    ACK (no clean stop, no half-second save since) must restart with that LSN: a CI run
-    lost acknowledged writes when one restarted with 0 and lost an election on a tie."""
+    - an LSN no lower than the one it acknowledged. Elections compare LSNs: "the furthest
+      ahead wins" keeps every acknowledged write only if no node's LSN is below a round it
+      acknowledged (a CI run lost acknowledged writes when one restarted with 0 and lost
+      an election on a tie);
+    - whose rounds its stores may hold past that LSN (applied, not yet acknowledged): the
+      leader's epoch, ``open_epoch``, saved before the session applied its first round, so
+      the node starts unsure of epoch 7 and says so."""
     leader, follower = Stores(tmp_path / "a"), Stores(tmp_path / "b")
     seq, server = lead(leader, required=1)
     state_dir = tmp_path / "b" / "cluster"
@@ -414,7 +403,10 @@ def test_every_lsn_a_follower_acknowledged_is_on_disk_before_the_ack(tmp_path: P
         for i in range(30):
             leader.kv.put(b"k%d" % i, b"v")  # returns once the follower acknowledged it
             acked = seq.followers["n2"].acked
-            assert load(state_dir).lsn >= acked >= i + 1  # what a restart here would read
+            on_disk = load(state_dir)  # what a restart after a SIGKILL here would read
+            assert on_disk.lsn >= acked >= i + 1
+            assert (on_disk.open_epoch, on_disk.unsure) == (7, 7)
+        assert follower.kv.get(b"k29") == b"v"
     finally:
         shut_down(client, server, seq, follower, leader)
 

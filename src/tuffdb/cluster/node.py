@@ -506,6 +506,15 @@ class Node:
         log.info("role: follower", leader=leader.get("node"), epoch=epoch, address=address)
 
     # -- elections ----------------------------------------------------------------------
+    def _stop_following(self) -> None:
+        """End the stream from the leader, keeping the rounds it applied (``_kept_rounds``:
+        elected, this node serves followers a little behind it from them)."""
+        client = self.client
+        if client is not None:
+            client.stop()
+            self._kept_rounds = list(client.ring)
+            self.client = None
+
     def _eligible(self) -> set[str]:
         sync = self.sync
         if self.required() >= 1 and sync.get("leader"):
@@ -516,10 +525,7 @@ class Node:
         now = time.monotonic()
         if self._no_leader_since is None:
             self._no_leader_since = now
-            if self.client is not None:  # our LSN is final from here: publish it
-                self.client.stop()
-                self._kept_rounds = list(self.client.ring)
-                self.client = None
+            self._stop_following()  # our LSN is final from here: publish it
             self.role = "candidate"
             log.info("role: candidate", reason="no leader key", lsn=self.state.lsn)
             return
@@ -573,10 +579,7 @@ class Node:
         self._promote(res.revision)
 
     def _promote(self, epoch: int) -> None:
-        if self.client is not None:
-            self.client.stop()
-            self._kept_rounds = list(self.client.ring)
-            self.client = None
+        self._stop_following()
         rounds, self._kept_rounds = self._kept_rounds, []
         self.state.begin_epoch(epoch, self.state.lsn + 1)
         if self.state.unsure:

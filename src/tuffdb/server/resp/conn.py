@@ -97,7 +97,6 @@ class Conn(asyncio.Protocol):
         self.wrote = False
         # a cluster node: a ticket taken before this batch's writes (LoopRounds.opening),
         # for the round they join (after a script it ran on its thread, a later one)
-        self.clustered = srv.node is not None
         self.since = 0
         self.reply_mode = REPLY_ON  # CLIENT REPLY: ON, OFF, or SKIP (the next command's)
         self.deferred: list[asyncio.Future[Any]] = []
@@ -213,8 +212,7 @@ class Conn(asyncio.Protocol):
         """Execute queued commands; a batch stops once its replies pass BATCH_OUTPUT_SIZE,
         so a pipeline of big GETs cannot build gigabytes of replies in one go."""
         self.wrote = False
-        if self.clustered:
-            self.since = self.srv.rounds.opening()
+        self.since = self.srv.rounds.opening()  # (0 at once on a single node)
         changes = self.store.changes
         execute = self.execute
         queue = self.queue
