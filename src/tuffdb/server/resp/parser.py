@@ -30,6 +30,7 @@ FAST_PATH_MAX_SIZE = 64 * 1024  # buffers up to this size try the split-based fa
 # "$0".."$65535" (canonical digits only; anything else goes through the general path).
 _COUNTS = {b"*%d" % n: n for n in range(1, 10)}
 _BULK_LENS = {b"$%d" % n: n for n in range(65536)}
+_HEADERS = list(_BULK_LENS)  # _HEADERS[n] is b"$n" (the same objects)
 
 _ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
 _HEX = b"0123456789abcdefABCDEF"
@@ -121,15 +122,28 @@ class RequestParser:
         if stars.count(toks[0]) != m:
             return 0
         cols = []
-        get_len = _BULK_LENS.get
+        header = _HEADERS.__getitem__
         for k in range(1, period, 2):
             col = toks[k + 1 : end : period]
-            if list(map(get_len, toks[k:end:period])) != list(map(len, col)):
+            heads = toks[k:end:period]
+            first = _BULK_LENS.get(heads[0])
+            if first is None:
                 return 0
+            if heads.count(heads[0]) == m:  # one length for the column (a command name, a
+                if list(map(len, col)).count(first) != m:  # key): count, build no headers
+                    return 0
+            else:
+                try:
+                    if heads != list(map(header, map(len, col))):
+                        return 0
+                except IndexError:  # a token of 64 KiB or more: not this path's
+                    return 0
             cols.append(col)
         out.extend(map(list, zip(*cols, strict=True)))
-        # Each token was followed by CRLF: the commands span sum(len) + 2 * tokens bytes.
-        self._pos += sum(map(len, toks[:end])) + 2 * end
+        # The tokens after the last command, and the CRLF before each, are what is left:
+        # the commands span the rest (one short sum, not one over every token).
+        rest = len(toks) - end - 1
+        self._pos = len(self._buf) - sum(map(len, toks[end:])) - 2 * rest
         return end
 
     def _fast(self, out: list[list[bytes]], toks: list[bytes], i: int) -> None:
