@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 
@@ -657,6 +657,9 @@ ONE_COMMAND = st.one_of(
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(setup=st.lists(COMMAND, max_size=8),
        pipelines=st.lists(st.lists(ONE_COMMAND, min_size=2, max_size=16), max_size=4))
+@example(setup=[("HSET", "s", "old", "1")],  # a field set twice in one batch, new the
+         pipelines=[[("HSET", "s", "new", "1"), ("HSET", "s", "old", "2"),  # first time:
+                     ("HSET", "s", "new", "2"), ("HSET", "s", "old", "3")]])  # one op each
 def test_pipelines_of_one_collection_command_reply_like_redis(
         servers: tuple[int, int], setup: Script, pipelines: list[Script]) -> None:
     same = [[cmd for cmd in p if cmd[0] == p[0][0]] for p in pipelines]  # one command each

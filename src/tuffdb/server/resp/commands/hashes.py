@@ -83,17 +83,20 @@ def hset_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
                         strict=True)) for a in cmds]
     wanted = list(dict.fromkeys(k for pairs in per_cmd for k in pairs))
     present = {k for k, v in zip(wanted, c.db.get_many(wanted), strict=True) if v is not None}
-    ops: list[Op] = []
+    # One op per field however many commands set it (the batch is atomic: only the last
+    # value is ever seen); a field new to its hash is a plain put, the rest rewrites.
+    final: dict[bytes, bytes] = {}
+    fresh: set[bytes] = set()
     out = []
     for a, pairs in zip(cmds, per_cmd, strict=True):
         added = [k for k in pairs if k not in present]
-        present.update(added)
         if added:
-            ops.extend(pairs.items())
-        else:  # every field rewritten
-            ops.extend(map(rewrite_op, pairs, pairs.values()))
+            present.update(added)
+            fresh.update(added)
+        final.update(pairs)
         hashes[a[1]].size += len(added)
         out.append(reply.integer(len(added)))
+    ops: list[Op] = [(k, v) if k in fresh else rewrite_op(k, v) for k, v in final.items()]
     for h in hashes.values():
         ops.extend(h.ops)
         h.ops = ops
