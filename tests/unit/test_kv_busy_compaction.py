@@ -1,9 +1,12 @@
-"""Background merges wait for a quiet moment unless space amplification passes 3x."""
+"""Background merges wait for a quiet moment unless space amplification passes 3x and
+the dead records weigh more than a few hot segments."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
+
+import pytest
 
 from tuffdb.kv import merge
 
@@ -12,13 +15,13 @@ VALUE = b"v" * 400
 KEEP_EVERY = 20
 
 
-def _store_with_rewrites(kv_store: Any, rounds: int) -> Any:
+def _store_with_rewrites(kv_store: Any, rounds: int, keys: int = KEYS) -> Any:
     """Every key written ``rounds`` times, all spilled: dead ~ (rounds - 1) x live. Every
     KEEP_EVERY puts a key of its own that is never rewritten, so no segment is all dead
     (those are dropped unread, whatever the load: see the last test)."""
     store = kv_store(durability="none", hot_bytes=16 << 10, background_compaction=False)
     for r in range(rounds):
-        for i in range(KEYS):
+        for i in range(keys):
             store.put(f"key-{i:04d}".encode(), VALUE + bytes([r]))
             if i % KEEP_EVERY == 0:
                 store.put(f"keep-{r:02d}-{i:04d}".encode(), b"k")
@@ -48,9 +51,23 @@ def test_a_busy_store_defers_merges_below_the_space_bound(kv_store: Any) -> None
 def test_a_busy_store_still_merges_past_the_space_bound(kv_store: Any) -> None:
     store = _store_with_rewrites(kv_store, 4)
     assert _dead_per_live(store) > merge.BUSY_MAX_DEAD_PER_LIVE
+    assert merge.dead_weight(store._cold_order) > merge.BUSY_MIN_DEAD_HOT_SEGMENTS * (16 << 10)
     merge.compact_background(store, busy=True)
     assert _dead_per_live(store) <= merge.BUSY_MAX_DEAD_PER_LIVE
     assert {store.get(f"key-{i:04d}".encode()) for i in range(KEYS)} == {VALUE + b"\x03"}
+
+
+def test_a_busy_store_leaves_a_few_dead_records_however_little_is_live(kv_store: Any) -> None:
+    floor = merge.BUSY_MIN_DEAD_HOT_SEGMENTS * (16 << 10)
+    store = _store_with_rewrites(kv_store, 4, keys=50)  # 3 x live dead, under the floor
+    before = [s.id for s in store._cold_order]
+    assert _dead_per_live(store) > merge.BUSY_MAX_DEAD_PER_LIVE
+    assert 0 < merge.dead_weight(store._cold_order) <= floor
+    merge.compact_background(store, busy=True)
+    assert [s.id for s in store._cold_order] == before  # nothing rewritten under load
+    merge.compact_background(store, busy=False)
+    assert _dead_per_live(store) < 0.5
+    assert {store.get(f"key-{i:04d}".encode()) for i in range(50)} == {VALUE + b"\x03"}
 
 
 def test_activity_changes_with_reads_and_writes(kv_store: Any) -> None:
@@ -67,13 +84,17 @@ def test_activity_changes_with_reads_and_writes(kv_store: Any) -> None:
     assert store.activity() != c
 
 
-def test_merges_go_on_while_spills_never_run_dry(kv_store: Any) -> None:
+def test_merges_go_on_while_spills_never_run_dry(kv_store: Any,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """A write load that always leaves a sealed segment waiting must not starve the
     merges: once the periodic work is due (here: always), it runs after a spill, not
     only when nothing waits. Before, 30 segments queued back to back were spilled with
     no merge between them, so under a load that never paused the cold tier grew until
-    the process ran out of file descriptors."""
+    the process ran out of file descriptors. (No floor of dead records here: the
+    store is a few hot segments in all.)"""
     from tuffdb import metrics
+
+    monkeypatch.setattr(merge, "BUSY_MIN_DEAD_HOT_SEGMENTS", 0)
 
     store = kv_store(durability="none", hot_bytes=16 << 10, max_sealed=1000,
                      expiry_interval_s=0.0)

@@ -53,6 +53,12 @@ INSTALL_CHUNK = 1024
 INSTALL_PAUSE_S = 0.0001
 SMALL_SEGMENT_COUNT = 8
 BUSY_MAX_DEAD_PER_LIVE = 2.0
+#: Under load, dead records are also left alone while they weigh (:func:`_weight`) at most
+#: this many hot segments, however little is live: Redis's ``auto-aof-rewrite-min-size``
+#: (64 MB), for the same reason. Without it a store holding little (a queue whose
+#: elements were all popped) merged its few megabytes of dead records on the requests'
+#: core at the first look, each time the dead share passed twice a live share near zero.
+BUSY_MIN_DEAD_HOT_SEGMENTS = 8
 BUSY_MAX_SMALL_SEGMENTS = 4 * SMALL_SEGMENT_COUNT
 
 
@@ -94,8 +100,9 @@ def compact_background(store: KVStore, *, busy: bool = False) -> None:
     ``busy``: the store served reads or writes since the last look. A merge then would
     take the core from requests (it decodes and rewrites every live record in Python),
     so it waits for a quiet moment, unless dead bytes pass ``BUSY_MAX_DEAD_PER_LIVE``
-    times the live bytes (space amplification 3x) or small segments pile up: space
-    stays bounded under a load that never pauses.
+    times the live bytes (space amplification 3x) and the dead records weigh more than
+    ``BUSY_MIN_DEAD_HOT_SEGMENTS`` hot segments, or small segments pile up: space stays
+    bounded under a load that never pauses.
 
     Segments with nothing live and no tombstones (a queue's pushes once popped, values
     all overwritten) go first and whatever the load: dropping them reads nothing.
@@ -108,7 +115,8 @@ def compact_background(store: KVStore, *, busy: bool = False) -> None:
         small = [s for s in order if _weight(s) < store._hot_bytes // 4]
         if busy and len(small) < BUSY_MAX_SMALL_SEGMENTS:
             live = sum(s.live_bytes for s in order)
-            if sum(s.value_bytes for s in order) - live <= BUSY_MAX_DEAD_PER_LIVE * live:
+            if (sum(s.value_bytes for s in order) - live <= BUSY_MAX_DEAD_PER_LIVE * live
+                    or dead_weight(order) <= BUSY_MIN_DEAD_HOT_SEGMENTS * store._hot_bytes):
                 return
         keep = 1 - store._compaction_threshold
         cands = [s for s in order if s.value_bytes and s.live_bytes < s.value_bytes * keep]
@@ -135,6 +143,13 @@ def _weight(seg: ColdSegment) -> int:
     though its value bytes are. Small ones are the spills the loss window forced early."""
     records: int = seg.meta.get("records", 0)
     return seg.value_bytes + records * RECORD_OVERHEAD_BYTES
+
+
+def dead_weight(segs: list[ColdSegment]) -> int:
+    """What the dead records of ``segs`` weigh, in :func:`_weight`'s units (tombstones
+    included: they are records a merge may drop)."""
+    live = sum(s.live_bytes + max(0, s.live_records) * RECORD_OVERHEAD_BYTES for s in segs)
+    return sum(map(_weight, segs)) - live
 
 
 def _merge_cost(seg: ColdSegment) -> int:
