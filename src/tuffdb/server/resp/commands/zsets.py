@@ -75,6 +75,8 @@ def strtod(raw: bytes, *, strict: bool) -> float | None:
     and an overflow or an underflow to zero is refused. Otherwise (score bounds) leading
     whitespace is skipped and overflow gives an infinity, as plain strtod does.
     """
+    if raw.isdigit() and len(raw) < 16:  # a plain integer (exact as a double): the usual
+        return float(raw)  # score, a count or a timestamp, read without the patterns below
     text = raw if strict else raw.lstrip(b" \t\n\v\f\r")
     if strict and raw[:1].isspace():
         return None
