@@ -148,8 +148,10 @@ def _weight(seg: ColdSegment) -> int:
 def dead_weight(segs: list[ColdSegment]) -> int:
     """What the dead records of ``segs`` weigh, in :func:`_weight`'s units (tombstones
     included: they are records a merge may drop)."""
-    live = sum(s.live_bytes + max(0, s.live_records) * RECORD_OVERHEAD_BYTES for s in segs)
-    return sum(map(_weight, segs)) - live
+    live: int = sum(s.live_bytes + max(0, s.live_records) * RECORD_OVERHEAD_BYTES
+                    for s in segs)
+    total: int = sum(map(_weight, segs))
+    return total - live
 
 
 def _merge_cost(seg: ColdSegment) -> int:
