@@ -24,8 +24,8 @@ from tuffdb.cluster.follower import ReplicationClient
 from tuffdb.cluster.leader import ReplicationServer
 from tuffdb.cluster.sequencer import Lease, Sequencer
 from tuffdb.cluster.state import AckedFile, NodeState, load, save
-from tuffdb.testing.cluster import until
 from tuffdb.errors import NotEnoughReplicasError, NotLeaderError
+from tuffdb.testing.cluster import until
 
 WAIT_S = 60.0
 

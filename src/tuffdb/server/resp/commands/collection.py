@@ -19,7 +19,7 @@ from tuffdb.server.resp.keyspace import Op, drop_ops, lookup, meta_op, new_colle
 from tuffdb.server.resp.table import SYNTAX, CommandError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from tuffdb.server.resp.conn import Conn
 
@@ -151,6 +151,12 @@ def batchable(c: Conn, cmds: list[list[bytes]], argc: int, *, exact: bool = True
         return False
     waiters = c.srv.blocking.waiters
     return not waiters or not any(a[1] in waiters for a in cmds)
+
+
+def present(c: Conn, keys: Iterable[bytes]) -> set[bytes]:
+    """Which of a batch's element ``keys`` exist: one ``get_many`` of the distinct ones."""
+    wanted = list(dict.fromkeys(keys))
+    return {k for k, v in zip(wanted, c.db.get_many(wanted), strict=True) if v is not None}
 
 
 def commit_batch(c: Conn, ops: list[Op], keys: list[bytes]) -> None:

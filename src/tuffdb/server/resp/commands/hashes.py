@@ -9,7 +9,13 @@ import numpy as np
 
 from tuffdb._format.resp import TAG_HASH
 from tuffdb.server.resp import reply
-from tuffdb.server.resp.commands.collection import Coll, batchable, commit_batch, scan_reply
+from tuffdb.server.resp.commands.collection import (
+    Coll,
+    batchable,
+    commit_batch,
+    present,
+    scan_reply,
+)
 from tuffdb.server.resp.commands.common import INT64_MAX, INT64_MIN, to_int
 from tuffdb.server.resp.commands.numbers import add_and_format, parse_long_double
 from tuffdb.server.resp.keyspace import Op, elements, hash_meta, rewrite_op
@@ -79,19 +85,19 @@ def hset_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
                 hashes[a[1]] = Coll(c, a[1], TAG_HASH, create=True)
     except CommandError:
         return []
-    per_cmd = [dict(zip([elements(hashes[a[1]].cid) + f for f in a[2::2]], a[3::2],
-                        strict=True)) for a in cmds]
-    wanted = list(dict.fromkeys(k for pairs in per_cmd for k in pairs))
-    present = {k for k, v in zip(wanted, c.db.get_many(wanted), strict=True) if v is not None}
+    prefixes = {key: elements(h.cid) for key, h in hashes.items()}
+    per_cmd = [dict(zip([prefixes[a[1]] + f for f in a[2::2]], a[3::2], strict=True))
+               for a in cmds]
+    there = present(c, (k for pairs in per_cmd for k in pairs))
     # One op per field however many commands set it (the batch is atomic: only the last
     # value is ever seen); a field new to its hash is a plain put, the rest rewrites.
     final: dict[bytes, bytes] = {}
     fresh: set[bytes] = set()
     out = []
     for a, pairs in zip(cmds, per_cmd, strict=True):
-        added = [k for k in pairs if k not in present]
+        added = [k for k in pairs if k not in there]
         if added:
-            present.update(added)
+            there.update(added)
             fresh.update(added)
         final.update(pairs)
         hashes[a[1]].size += len(added)

@@ -19,6 +19,7 @@ from tuffdb.server.resp.commands.collection import (
     commit_batch,
     numkeys,
     positive_count,
+    present,
     scan_reply,
 )
 from tuffdb.server.resp.commands.common import to_int
@@ -76,25 +77,21 @@ def sadd_batch(c: Conn, cmds: list[list[bytes]]) -> list[bytes]:
     out = []
     if max(map(len, cmds)) == 3:  # one member each, the common form: no per-command lists
         mkeys = [prefixes[a[1]] + a[2] for a in cmds]
-        wanted = list(dict.fromkeys(mkeys))
-        present = {k for k, v in zip(wanted, c.db.get_many(wanted), strict=True)
-                   if v is not None}
+        there = present(c, mkeys)
         for a, k in zip(cmds, mkeys, strict=True):
-            if k in present:
+            if k in there:
                 out.append(reply.ZERO)
             else:
-                present.add(k)
+                there.add(k)
                 ops.append((k, b""))
                 sets[a[1]].size += 1
                 out.append(reply.ONE)
     else:
         per_cmd = [[prefixes[a[1]] + m for m in a[2:]] for a in cmds]
-        wanted = list(dict.fromkeys(k for keys in per_cmd for k in keys))
-        present = {k for k, v in zip(wanted, c.db.get_many(wanted), strict=True)
-                   if v is not None}
+        there = present(c, (k for keys in per_cmd for k in keys))
         for a, keys in zip(cmds, per_cmd, strict=True):
-            new = [k for k in dict.fromkeys(keys) if k not in present]
-            present.update(new)
+            new = [k for k in dict.fromkeys(keys) if k not in there]
+            there.update(new)
             ops.extend((k, b"") for k in new)
             sets[a[1]].size += len(new)
             out.append(reply.integer(len(new)))
