@@ -65,6 +65,11 @@ from tuffdb.log import get_logger
 log = get_logger("tuffdb.cluster")
 
 TICK_S = 0.1
+# A member record is put again at most this often unless what it says about the node's
+# role, epoch or link changed (then at once: an election reads candidates' records).
+# Every put is an etcd write (a raft round and an fsync on each etcd member); at every
+# tick they cost the leader's host more CPU than its followers' shipping did.
+PUBLISH_S = 1.0
 FORWARD_MARGIN_S = 5.0  # a forwarded request waits the confirmation bound plus this
 LEASE_MARGIN_FRACTION = 0.2  # of the TTL: a leader stops acknowledging this much early
 
@@ -133,6 +138,8 @@ class Node:
         self._restart = restart
         self._lease_id = 0
         self._renewed_at = 0.0  # monotonic send time of the last successful renewal
+        self._published: tuple[Any, ...] | None = None  # what the last put said that matters
+        self._published_at = 0.0  # monotonic time of the last member put
         self._no_leader_since: float | None = None
         self._waiting_for_unseen = False  # _elect said so once
         # The rounds the last follower session applied (its ring), kept while a candidate:
@@ -404,17 +411,10 @@ class Node:
             self.lease.renewed(sent)
 
     def _read_leader(self) -> tuple[dict[str, Any] | None, int]:
-        kv = self.etcd.get(self.prefix + "leader").first
-        if kv is None:
-            return None, 0
-        try:
-            return json.loads(kv.value), kv.create_revision
-        except ValueError:
-            return {"node": "?"}, kv.create_revision
+        return _leader_of(self.etcd.get(self.prefix + "leader").first)
 
     def _tick(self) -> None:
-        leader, epoch = self._read_leader()
-        self._read_cluster()
+        leader, epoch = self._read_cluster()
         with self._lock:
             if leader is not None:
                 self.leader, self.leader_epoch = leader, epoch
@@ -432,7 +432,7 @@ class Node:
             elif leader is None:
                 self.leader = None
                 self._elect()
-        self._publish()
+        self._publish(when_changed=True)
         self._gauges()
 
     def _gauges(self) -> None:
@@ -445,12 +445,19 @@ class Node:
         LAG_S.set(max([f["lag_s"] for f in followers.values()], default=status.get("lag_s", 0)))
         LAG_BYTES.set(max([f["lag_bytes"] for f in followers.values()], default=0))
 
-    def _read_cluster(self) -> None:
+    def _read_cluster(self) -> tuple[dict[str, Any] | None, int]:
+        """Read the cluster's keys (members, nodes, the sync set) in one linearizable
+        range; returns the leader key's value and epoch, which the range holds too."""
         res = self.etcd.get(self.prefix, prefix=True)
         members: dict[str, dict[str, Any]] = {}
         nodes: set[str] = set()
         sync: dict[str, Any] = {}
+        leader_key = (self.prefix + "leader").encode()
+        leader: tuple[dict[str, Any] | None, int] = (None, 0)
         for kv in res.kvs:
+            if kv.key == leader_key:
+                leader = _leader_of(kv)
+                continue
             name = kv.key.decode()[len(self.prefix):]
             try:
                 value = json.loads(kv.value)
@@ -463,9 +470,17 @@ class Node:
             elif name == "sync":
                 sync = value
         self.members, self.known_nodes, self.sync = members, nodes, sync
+        return leader
 
-    def _publish(self) -> None:
+    def _publish(self, *, when_changed: bool = False) -> None:
+        """Put this node's member record (``when_changed``: only if its role, epoch or link
+        changed, or :data:`PUBLISH_S` passed since the last put)."""
         client = self.client
+        link = None if client is None else ("up" if client.connected else "down")
+        said = (self.role, self.leader_epoch, link, self._lease_id)
+        now = time.monotonic()
+        if when_changed and said == self._published and now - self._published_at < PUBLISH_S:
+            return
         behind, lag_s = client.lag() if client is not None else (0, 0.0)
         seq = self.sequencer
         value = {"node": self.node_id, "advertise": self.advertise, "ports": self.ports,
@@ -473,9 +488,10 @@ class Node:
                  "lsn": seq.last_lsn if seq is not None else self.state.lsn,
                  "lag_rounds": behind, "lag_s": round(lag_s, 3), "time": time.time(),
                  "pid": os.getpid(),
-                 "link": None if client is None else ("up" if client.connected else "down")}
+                 "link": link}
         self.etcd.put(self.prefix + "members/" + self.node_id, json.dumps(value),
                       lease=self._lease_id)
+        self._published, self._published_at = said, now
 
     # -- following ----------------------------------------------------------------------
     def _repl_address(self, leader: dict[str, Any]) -> str:
@@ -760,3 +776,13 @@ def _refuse_writes(store: Attached) -> None:
     another path (a face that forgot to check its role) fails instead of diverging."""
     store.store.refuse_writes(NotLeaderError(
         "this node is a follower: writes go to the cluster's leader"))
+
+
+def _leader_of(kv: Any) -> tuple[dict[str, Any] | None, int]:
+    """The leader key's value and epoch (its ``create_revision``); (None, 0) if absent."""
+    if kv is None:
+        return None, 0
+    try:
+        return json.loads(kv.value), kv.create_revision
+    except ValueError:
+        return {"node": "?"}, kv.create_revision

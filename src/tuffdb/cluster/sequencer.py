@@ -45,6 +45,7 @@ class Round:
     time_ns: int
     parts: list[Part]
     size: int
+    end: int = 0  # bytes kept in the ring up to and including this round (set by _keep)
 
 
 @dataclass
@@ -86,6 +87,7 @@ class Sequencer:
     _cv: threading.Condition = field(default_factory=threading.Condition)
     _ring: deque[Round] = field(default_factory=deque)
     _ring_size: int = 0
+    _ring_total: int = 0  # bytes ever kept in the ring: lag in bytes is one subtraction
     _store_lsn: dict[str, int] = field(default_factory=dict)
     followers: dict[str, FollowerState] = field(default_factory=dict)
     counted: frozenset[str] = frozenset()  # the published sync set: whose acks count
@@ -112,6 +114,8 @@ class Sequencer:
         return tap
 
     def _keep(self, rnd: Round) -> None:
+        self._ring_total += rnd.size
+        rnd.end = self._ring_total
         self._ring.append(rnd)
         self._ring_size += rnd.size
         while self._ring_size > self.ring_bytes and len(self._ring) > 1:
@@ -232,14 +236,25 @@ class Sequencer:
             self.closed = True
             self._cv.notify_all()
 
+    def _after(self, acked: int) -> int:
+        """Under the lock: the ring index of the first round after LSN ``acked`` (the
+        ring's LSNs are consecutive, as :meth:`rounds_after` reads them)."""
+        ring = self._ring
+        return max(0, acked + 1 - ring[0].lsn) if ring else 0
+
     def oldest_unacked_ns(self, acked: int) -> int | None:
-        """Wall time of the oldest round after ``acked`` still in the ring (lag in time)."""
+        """Wall time of the oldest round after ``acked`` still in the ring (lag in time).
+        O(1): the status and the metrics ask at every tick, holding the lock the commit
+        path's tap needs, and the ring holds tens of thousands of rounds."""
         with self._cv:
-            for rnd in self._ring:
-                if rnd.lsn > acked:
-                    return rnd.time_ns
-        return None
+            i = self._after(acked)
+            return self._ring[i].time_ns if i < len(self._ring) else None
 
     def bytes_after(self, acked: int) -> int:
+        """Bytes of the rounds after ``acked`` still in the ring; O(1) as above."""
         with self._cv:
-            return sum(r.size for r in self._ring if r.lsn > acked)
+            i = self._after(acked)
+            ring = self._ring
+            if i >= len(ring):
+                return 0
+            return self._ring_total - ring[i].end + ring[i].size
