@@ -104,13 +104,11 @@ class KVMachine(RuleBasedStateMachine):
 
     @rule(ops=st.lists(st.tuples(KEYS, st.one_of(st.none(), VALUES),
                                  st.sampled_from(["plain", "keep", "ttl", "gone"]), SECONDS),
-                       max_size=14))
+                       max_size=6))
     def write_batch(self, ops: list[tuple[bytes, bytes | None, str, float]]) -> None:
         """Puts, deletes, TTLs and KEEP_TTL rewrites in one atomic batch (later ops on a
         key win). A KEEP_TTL put is made of a key live at that point, as the RESP face
-        makes them (of a key it just read); of an absent key it is a plain put. Batches
-        of 8 and more plain ops take the engine's bulk path (``_bulk_part``), with the
-        other ops after them unless one names a key of theirs."""
+        makes them (of a key it just read); of an absent key it is a plain put."""
         batch: list[tuple[bytes, bytes | None] | tuple[bytes, bytes | None, object]] = []
         for key, value, how, seconds in ops:
             if value is None:

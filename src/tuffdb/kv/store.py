@@ -15,8 +15,6 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-from itertools import chain, repeat
-from operator import is_not
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from concurrent.futures import Future
@@ -107,33 +105,6 @@ def _as_bytes(x: Any, what: str) -> bytes:
     if isinstance(x, str) and what == "key":
         return x.encode()
     raise ProgrammingError(f"{what} must be bytes, not {type(x).__name__}")
-
-
-BULK_MIN_OPS = 8  # from this many plain puts and deletes, write_batch applies them in bulk
-
-
-def _bulk_part(ops: list[Any]) -> tuple[list[bytes], list[bytes | None], list[Any]] | None:
-    """Split ``ops`` into its plain ``(key, value)`` puts and ``(key, None)`` deletes of
-    bytes (keys and values as lists, in order) and the rest (TTL puts, ``KEEP_TTL``
-    rewrites, non-bytes keys), when there are at least :data:`BULK_MIN_OPS` of the
-    first kind; None otherwise (the general loop takes them all)."""
-    shapes = list(map(len, ops))
-    plain_n = shapes.count(2)
-    if plain_n < BULK_MIN_OPS:
-        return None
-    if plain_n == len(ops):
-        plain, rest = ops, []
-    else:
-        plain = [op for op in ops if len(op) == 2]  # noqa: PLR2004
-        rest = [op for op in ops if len(op) != 2]  # noqa: PLR2004
-    keys, vals = map(list, zip(*plain, strict=True))
-    if not _BYTES.issuperset(map(type, keys)) or not _VALUE_TYPES.issuperset(map(type, vals)):
-        return None
-    return keys, vals, rest
-
-
-_BYTES = frozenset((bytes,))
-_VALUE_TYPES = frozenset((bytes, type(None)))
 
 
 class KVStore(MutableMapping[bytes, bytes]):
@@ -618,17 +589,6 @@ class KVStore(MutableMapping[bytes, bytes]):
         :raises LimitExceeded: a key or value over the limits (nothing is written).
         :raises PoisonedError: an earlier write or fsync failed.
         """
-        ops = ops if type(ops) is list else list(ops)
-        bulk = _bulk_part(ops)
-        if bulk is not None:
-            bkeys, bvals, rest = bulk
-            if (max(map(len, bkeys)) > MAX_KEY_SIZE
-                    or max(map(len, filter(None, bvals)), default=0) > MAX_VALUE_SIZE
-                    or (rest and (not _BYTES.issuperset(type(op[0]) for op in rest)
-                                  or not {op[0] for op in rest}.isdisjoint(bkeys)))):
-                bulk = None  # the general loop names the offender, or keeps the order
-            else:
-                ops = rest
         norm: list[tuple[bytes, bytes | None, float | None, bool]] = []
         for op in ops:
             rk = op[0]
@@ -647,7 +607,7 @@ class KVStore(MutableMapping[bytes, bytes]):
                     if ttl <= 0:
                         v = None
             norm.append((k, v, ttl, keep))
-        if not norm and bulk is None:
+        if not norm:
             return
         with self._lock:
             self._check_writable()
@@ -660,8 +620,6 @@ class KVStore(MutableMapping[bytes, bytes]):
             added = 0
             ordered = self._ordered is not None
             touched = self._touched
-            if bulk is not None:
-                added = self._apply_bulk(seg, bkeys, bvals, ordered)
             for k, v, ttl, keep in norm:
                 if ordered and not (keep and v is not None and self._exists_unlocked(k, now)):
                     touched[k] = v is not None  # before the write (see _touched)
@@ -696,27 +654,6 @@ class KVStore(MutableMapping[bytes, bytes]):
             ticket = self._committer.ticket()
         if sync or (sync is None and self._durability == "always"):
             self._wait(ticket)
-
-    def _apply_bulk(self, seg: HotSegment, keys: list[bytes], vals: list[bytes | None],
-                    ordered: bool) -> int:
-        """:meth:`write_batch`'s plain puts and deletes (no TTL), applied by C-level
-        ``update``/``extend`` calls instead of a loop of Python steps per op (a pipelined
-        push or pop of 16 elements); returns the bytes they add. Hold the lock."""
-        dels = vals.count(None)
-        if ordered:  # before the writes (see _touched)
-            self._touched.update(zip(keys, map(is_not, vals, repeat(None))))
-        seg.index.update(zip(keys, vals if not dels else
-                             [TOMBSTONE if v is None else v for v in vals]))
-        if seg.pending is not None:
-            if dels:
-                seg.mixed = True  # IMPORTANT: before the append (see _tombstone_locked)
-            seg.pending += chain.from_iterable(zip(keys, vals))
-        expiry = self._expiry
-        if expiry and not expiry.keys().isdisjoint(keys):
-            for k in expiry.keys() & set(keys):
-                self._clear_expiry(seg, k)
-        return (sum(map(len, keys)) + sum(map(len, filter(None, vals)))
-                + len(keys) * RECORD_OVERHEAD_BYTES)
 
     def _tombstone_locked(self, k: bytes, *, wait: bool = True) -> None:
         if self._ordered is not None:
