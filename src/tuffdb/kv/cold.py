@@ -57,6 +57,7 @@ from tuffdb._format.record import (
 )
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE, FileKind, SegmentHeader, unpack_header
 from tuffdb.errors import CorruptionError
+from tuffdb.kv.hot_tier import holds
 from tuffdb.kv.records import interleave, iter_records, record_headers
 from tuffdb.storage.codec import Codec
 from tuffdb.storage.descriptors import ImmutableFile
@@ -90,6 +91,7 @@ class Entries:
     voffs: np.ndarray  # u32
     vlens: np.ndarray  # u32
     ttl: dict[int, int] = field(default_factory=dict)  # entry index -> expiry ms
+    klens: np.ndarray | None = None  # key lengths, when the writer had them (hint_bytes)
 
     def locations(self, seg_id: int) -> list[int]:
         """Location ints (see tuffdb._format.kv) with C-level maps, no per-entry bytecode."""
@@ -132,7 +134,8 @@ def write_segment(
     read of that block returns), for the caller to put in its block cache. A block closes
     once its records reach ``block_size`` bytes (a writer's choice: readers take any)."""
     n = len(keys)
-    tombs = [i for i, v in enumerate(values) if v is None] if None in values else []
+    # (holds: by identity; ``None in values`` compares every bytes value with None)
+    tombs = [i for i, v in enumerate(values) if v is None] if holds(values, None) else []
     vals = [b"" if v is None else v for v in values] if tombs else values
     klens = np.fromiter(map(len, keys), dtype=np.int64, count=n)
     vlens = np.fromiter(map(len, vals), dtype=np.int64, count=n)  # type: ignore[arg-type]
@@ -165,7 +168,8 @@ def write_segment(
     parts = interleave(hdrs, keys, vals)  # type: ignore[arg-type]
     bounds = [*firsts.tolist(), n]
     entries = Entries(
-        keys, ops, block_no.astype(np.uint32), voffs.astype(np.uint32), vlens.astype(np.uint32), ttl
+        keys, ops, block_no.astype(np.uint32), voffs.astype(np.uint32), vlens.astype(np.uint32), ttl,
+        klens,
     )
     path = directory / segment_name(seg_id, DATA_SUFFIX)
     tmp = path.with_name(path.name + ".tmp")
@@ -229,7 +233,8 @@ def hint_bytes(seg_id: int, e: Entries, codec: Codec) -> bytes:
     body = b"".join([
         HINT_HEAD.pack(n, len(ttl_rows)),
         e.ops.astype(np.uint8).tobytes(),
-        np.fromiter(map(len, e.keys), dtype=np.uint16, count=n).tobytes(),
+        (np.fromiter(map(len, e.keys), dtype=np.uint16, count=n) if e.klens is None
+         else e.klens.astype(np.uint16)).tobytes(),
         e.blocks.astype(np.uint32).tobytes(),
         e.voffs.astype(np.uint32).tobytes(),
         e.vlens.astype(np.uint32).tobytes(),
