@@ -46,7 +46,7 @@ from tuffdb.errors import (
 from tuffdb.kv import background, recovery
 from tuffdb.kv.check import check_store, store_stats
 from tuffdb.kv.cold import BLOCK_TARGET_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, ColdSegment
-from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES, TOMBSTONE, HotSegment, holds
+from tuffdb.kv.hot_tier import RECORD_OVERHEAD_BYTES, TOMBSTONE, HotSegment
 from tuffdb.kv.ordered import OrderedKeys
 from tuffdb.kv.records import Record, iter_records
 from tuffdb.kv.shipping_source import KVSource
