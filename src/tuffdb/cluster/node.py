@@ -53,6 +53,7 @@ from tuffdb.cluster.etcd import Compare, EtcdClient, Op
 from tuffdb.cluster.follower import ReplicationClient, connect, fetch_snapshot
 from tuffdb.cluster.leader import ReplicationServer, SnapshotFile
 from tuffdb.cluster.sequencer import Lease, Round, Sequencer
+from tuffdb.cluster.status import cluster_keys
 from tuffdb.errors import (
     CoordinationError,
     LeaseExpired,
@@ -448,29 +449,9 @@ class Node:
     def _read_cluster(self) -> tuple[dict[str, Any] | None, int]:
         """Read the cluster's keys (members, nodes, the sync set) in one linearizable
         range; returns the leader key's value and epoch, which the range holds too."""
-        res = self.etcd.get(self.prefix, prefix=True)
-        members: dict[str, dict[str, Any]] = {}
-        nodes: set[str] = set()
-        sync: dict[str, Any] = {}
-        leader_key = (self.prefix + "leader").encode()
-        leader: tuple[dict[str, Any] | None, int] = (None, 0)
-        for kv in res.kvs:
-            if kv.key == leader_key:
-                leader = _leader_of(kv)
-                continue
-            name = kv.key.decode()[len(self.prefix):]
-            try:
-                value = json.loads(kv.value)
-            except ValueError:
-                continue
-            if name.startswith("members/"):
-                members[name[8:]] = value
-            elif name.startswith("nodes/"):
-                nodes.add(name[6:])
-            elif name == "sync":
-                sync = value
-        self.members, self.known_nodes, self.sync = members, nodes, sync
-        return leader
+        keys = cluster_keys(self.etcd.get(self.prefix, prefix=True).kvs, self.prefix)
+        self.members, self.known_nodes, self.sync = keys.members, set(keys.nodes), keys.sync
+        return _leader_of(keys.leader)
 
     def _publish(self, *, when_changed: bool = False) -> None:
         """Put this node's member record (``when_changed``: only if its role, epoch or link

@@ -8,35 +8,60 @@ member key is down: its lease ran out).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-from tuffdb.cluster.etcd import EtcdClient
+from tuffdb.cluster.etcd import EtcdClient, KeyValue
 
 
-def read(etcd: EtcdClient, cluster: str) -> dict[str, Any]:
-    prefix = f"/tuffdb/{cluster}/"
-    res = etcd.get(prefix, prefix=True)
-    leader: dict[str, Any] | None = None
-    epoch = 0
-    sync: dict[str, Any] = {}
-    members: dict[str, dict[str, Any]] = {}
-    nodes: dict[str, dict[str, Any]] = {}
-    for kv in res.kvs:
+@dataclass
+class ClusterKeys:
+    """The keys under ``/tuffdb/<cluster>/``, read in one range: the leader key as stored
+    (its value may not parse: readers decide), the sync set, and the decoded members and
+    node registry (keys whose values do not parse are left out)."""
+
+    leader: KeyValue | None
+    sync: dict[str, Any] = field(default_factory=dict)
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def cluster_keys(kvs: Iterable[KeyValue], prefix: str) -> ClusterKeys:
+    """Sort one range over ``prefix`` into :class:`ClusterKeys` (this command's read and
+    each node's tick share it)."""
+    leader_key = (prefix + "leader").encode()
+    out = ClusterKeys(None)
+    for kv in kvs:
+        if kv.key == leader_key:
+            out.leader = kv
+            continue
         name = kv.key.decode()[len(prefix):]
         try:
             value = json.loads(kv.value)
         except ValueError:
             continue
-        if name == "leader":
-            leader, epoch = value, kv.create_revision
-        elif name == "sync":
-            sync = value
+        if name == "sync":
+            out.sync = value
         elif name.startswith("members/"):
-            members[name[8:]] = value
+            out.members[name[8:]] = value
         elif name.startswith("nodes/"):
-            nodes[name[6:]] = value
+            out.nodes[name[6:]] = value
+    return out
+
+
+def read(etcd: EtcdClient, cluster: str) -> dict[str, Any]:
+    prefix = f"/tuffdb/{cluster}/"
+    keys = cluster_keys(etcd.get(prefix, prefix=True).kvs, prefix)
+    leader: dict[str, Any] | None = None
+    epoch = 0
+    if keys.leader is not None:
+        with contextlib.suppress(ValueError):  # not parsed: shown as no leader, as before
+            leader, epoch = json.loads(keys.leader.value), keys.leader.create_revision
+    sync, members, nodes = keys.sync, keys.members, keys.nodes
     leader_node = leader.get("node") if leader else None
     leader_lsn = int(members.get(leader_node, {}).get("lsn", 0)) if leader_node else 0
     rows = []
