@@ -7,6 +7,7 @@ write returns on the leader, the follower already holds it (no waiting in the te
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -496,3 +497,98 @@ def test_a_restarted_node_unsure_of_another_epoch_takes_a_snapshot(tmp_path: Pat
         server.close()
         seq.close()
         leader.close()
+
+
+def _live_sequencer() -> Sequencer:
+    lease = Lease(ttl_s=3600, margin_s=1)
+    lease.renewed(time.monotonic())
+    return Sequencer(epoch=7, last_lsn=0, lease=lease, required=lambda: 0, timeout_s=2.0)
+
+
+def _round_msg(rnd: object) -> bytes:
+    return wire.encode(wire.Msg.ROUND, {"lsn": rnd.lsn}, rnd.parts[0][2])  # type: ignore[attr-defined]
+
+
+def test_a_caught_up_stream_gets_each_round_from_the_tap_itself() -> None:
+    """Live mode: once the sender has nothing left, the committing thread writes the
+    round to the socket during the tap (no sender thread runs between them)."""
+    seq = _live_sequencer()
+    a, b = socket.socketpair()
+    try:
+        stream = seq.stream(a, 0, _round_msg)
+        ping = wire.encode(wire.Msg.PING, {"lsn": 0})
+        assert seq.next_to_send(stream, 0, lambda: ping) == (b"", [])  # live; pinged
+        tap = seq.tap("kv")
+        tap([("log", 0, b"first")])
+        tap([("log", 5, b"second")])
+        b.settimeout(WAIT_S)
+        assert wire.recv(b)[0] == wire.Msg.PING
+        got = [wire.recv(b) for _ in range(2)]
+        assert [(h["lsn"], blob) for _, h, blob in got] == [(1, b"first"), (2, b"second")]
+        assert stream.sent == 2 and stream in seq._live
+    finally:
+        seq.close()
+        a.close()
+        b.close()
+
+
+def test_a_live_stream_whose_socket_fills_hands_the_rest_to_its_sender_in_order() -> None:
+    """A round the socket does not take whole ends live mode: the sender gets its
+    remainder first, then the rounds after it from the ring; the peer reads every round
+    once, whole, in LSN order."""
+    seq = _live_sequencer()
+    a, b = socket.socketpair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    try:
+        stream = seq.stream(a, 0, _round_msg)
+        seq.next_to_send(stream, 0, lambda: wire.encode(wire.Msg.PING, {"lsn": 0}))
+        tap = seq.tap("kv")
+        blobs = [bytes([i]) * 50_000 for i in range(1, 9)]
+        for i, blob in enumerate(blobs):
+            tap([("log", i, blob)])
+        assert stream not in seq._live and stream.pending  # the socket filled up
+        received: list[tuple[int, bytes]] = []
+
+        def read() -> None:
+            b.settimeout(WAIT_S)
+            assert wire.recv(b)[0] == wire.Msg.PING
+            while len(received) < len(blobs):
+                _, head, blob = wire.recv(b)
+                received.append((head["lsn"], blob))
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        data, rounds = seq.next_to_send(stream, 0, lambda: b"")
+        assert data and rounds is not None
+        a.sendall(data)
+        for rnd in rounds:
+            a.sendall(_round_msg(rnd))
+        reader.join(WAIT_S)
+        assert received == list(enumerate(blobs, start=1))
+    finally:
+        seq.close()
+        a.close()
+        b.close()
+
+
+def test_a_kv_round_is_shipped_before_its_fsync_and_not_acknowledged_when_it_fails(
+        tmp_path: Path) -> None:
+    """The leader's tap gets a round before its fsync (followers fsync it meanwhile); a
+    round whose fsync fails here is shipped but its writer is never told it is durable."""
+    from tuffdb import _failpoints
+    from tuffdb.errors import Error
+
+    kv = KVStore.open(tmp_path / "kv", durability="always")
+    shipped: list[list[tuple[str, int, bytes]]] = []
+    try:
+        kv.set_replication_hooks(shipped.append, lambda done: done(None))
+        kv.put(b"a", b"1")
+        assert len(shipped) == 1
+        _failpoints.enable("before_fsync", "raise")
+        with pytest.raises((OSError, Error)):
+            kv.put(b"b", b"2")
+        assert len(shipped) == 2  # shipped, though its fsync failed and its put raised
+    finally:
+        _failpoints.disable()
+        with contextlib.suppress(Exception):
+            kv.close()

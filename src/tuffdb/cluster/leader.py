@@ -218,20 +218,32 @@ class ReplicationServer:
         return lsn
 
     def _stream(self, conn: socket.socket, follower: FollowerState, sent: int) -> None:
+        """Send rounds from ``sent`` on until the follower leaves; once it is caught up,
+        the committing threads write its rounds themselves (``Sequencer.next_to_send``)."""
         seq = self.seq
-        while not self._closed and not seq.closed and follower.connected:
-            rounds = seq.rounds_after(sent, PING_INTERVAL_S)
-            if rounds is None:
-                log.warning("follower fell behind the replication ring: it takes a snapshot "
-                            "when it reconnects", follower=follower.node, acked=follower.acked)
-                return
-            if not rounds:
-                wire.send(conn, Msg.PING, {"epoch": seq.epoch, "lsn": seq.last_lsn,
-                                           "time_ns": time.time_ns()})
-                continue
-            for batch in _batches(rounds):
-                conn.sendall(b"".join(_round_message(r, seq.epoch) for r in batch))
-            sent = rounds[-1].lsn
+        epoch = seq.epoch
+        stream = seq.stream(conn, sent, lambda rnd: _round_message(rnd, epoch))
+
+        def ping() -> bytes:
+            return wire.encode(Msg.PING, {"epoch": epoch, "lsn": seq.last_lsn,
+                                          "time_ns": time.time_ns()})
+
+        try:
+            while not self._closed and not seq.closed and follower.connected:
+                data, rounds = seq.next_to_send(stream, PING_INTERVAL_S, ping)
+                if data:
+                    conn.sendall(data)
+                if rounds is None:
+                    log.warning("follower fell behind the replication ring: it takes a "
+                                "snapshot when it reconnects", follower=follower.node,
+                                acked=follower.acked)
+                    return
+                if rounds:
+                    for batch in _batches(rounds):
+                        conn.sendall(b"".join(_round_message(r, epoch) for r in batch))
+                    stream.sent = rounds[-1].lsn
+        finally:
+            seq.end_stream(stream)
 
     def _acks(self, conn: socket.socket, follower: FollowerState) -> None:
         try:

@@ -710,8 +710,9 @@ class Node:
             raise ProtocolError("no longer the leader")
         staging = Path(tempfile.mkdtemp(prefix="snapshot-", dir=self.dir))
         files: list[SnapshotFile] = []
-        # Every round up to ``lsn`` was durable (its tap runs after its fsync) before the
-        # stores' snapshots are taken, so each snapshot holds it; a round after ``lsn`` may
+        # Every round up to ``lsn`` is durable before the stores' snapshots are taken (a KV
+        # round is tapped before its fsync, but a snapshot's pause waits for the round in
+        # flight to end), so each snapshot holds it; a round after ``lsn`` may
         # be in a snapshot too, and is applied again from the stream: the stores' apply
         # paths leave the same state when a round is applied twice (appliers.py).
         lsn = seq.last_lsn

@@ -189,8 +189,14 @@ def write_wal_batches(
     store: KVStore, work: list[tuple[HotSegment, list[object] | None, bool]]
 ) -> int:
     """Committer thread: append each segment's pending records as one frame, fsync, and
-    close the logs of sealed segments. Returns the number of records written."""
+    close the logs of sealed segments. Returns the number of records written.
+
+    A cluster leader's tap gets the round before the fsync: followers receive and fsync it
+    while this one does (its writers are answered only after both; a failed fsync here
+    poisons the store, so a round shipped and not made durable here is never answered:
+    cluster/sequencer.py)."""
     staged = stage_wal_batches(store, work)
+    staged.tap()
     for wal in staged.touched:
         wal.sync()
     staged.finish()
@@ -208,6 +214,12 @@ class StagedWal:
         self.store, self.touched, self.finished, self.records = store, touched, finished, records
         self.parts = parts  # what the round wrote, for the shipping seam (None: nobody listens)
         self.tap_parts = tap_parts  # the same, for a cluster leader's round_tap (None: none)
+
+    def tap(self) -> None:
+        """Hand the round's frames to a cluster leader's ``round_tap`` (once)."""
+        tap, parts, self.tap_parts = self.store.round_tap, self.tap_parts, None
+        if tap is not None and parts:
+            tap(parts)
 
     def sync_requests(self) -> list[tuple[int, bool]]:
         """The ``(fd, data_only)`` pairs to fsync (failpoints as ``fsync_fd`` has them)."""
@@ -228,9 +240,7 @@ class StagedWal:
             store.shipper.round(self.parts)
         if self.records:
             metrics.KV_PUTS.inc(self.records)
-        tap = store.round_tap
-        if tap is not None and self.tap_parts:
-            tap(self.tap_parts)  # durable here; a cluster leader ships it (cluster/)
+        self.tap()
         for seg in self.finished:
             if seg.wal is not None:
                 seg.wal.close()

@@ -237,8 +237,9 @@ class KVStore(MutableMapping[bytes, bytes]):
         # durable change; round data is built only while a feed listens.
         self.shipper = Shipper(directory, KVSource(self))
         self.recovery = recovery.RecoveryStats()
-        # Called with every durable round's frames, ``[(log name, file offset, bytes)]``,
-        # before its waiters are released: how a cluster leader ships its log (cluster/).
+        # Called with every round's frames, ``[(log name, file offset, bytes)]``, once
+        # written (before their fsync) and before its waiters are released: how a cluster
+        # leader ships its log (cluster/).
         self.round_tap: Callable[[list[tuple[str, int, bytes]]], None] | None = None
         # A cluster node that does not lead refuses writes with this (replica applies and
         # expiry go on); ``raced_writes`` counts puts that slipped past it (see
