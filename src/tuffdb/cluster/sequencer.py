@@ -114,7 +114,7 @@ class Sequencer:
     required: Callable[[], int]  # followers whose confirmation a round needs (0: async)
     timeout_s: float = 2.0
     ring_bytes: int = 256 << 20
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.RLock = field(default_factory=threading.RLock)  # (as Condition's own)
     _cv: threading.Condition = field(init=False)
     _ring: deque[Round] = field(default_factory=deque)
     _ring_size: int = 0
@@ -144,7 +144,7 @@ class Sequencer:
                 rnd = Round(self.last_lsn, self.epoch, store, now, parts, size)
                 self._keep(rnd)
                 self._store_lsn[store] = rnd.lsn
-                if self._live:
+                if self._live and not self.closed:  # (closed: the senders are ending)
                     self._send_live(rnd)
                 self._cv.notify_all()
 
