@@ -592,3 +592,23 @@ def test_a_kv_round_is_shipped_before_its_fsync_and_not_acknowledged_when_it_fai
         _failpoints.disable()
         with contextlib.suppress(Exception):
             kv.close()
+
+
+def test_a_round_tapped_after_close_goes_to_no_live_stream() -> None:
+    """A store's last round after a step-down is numbered through the closed sequencer;
+    its senders are ending, so it is kept in the ring and written to no socket."""
+    seq = _live_sequencer()
+    a, b = socket.socketpair()
+    try:
+        stream = seq.stream(a, 0, _round_msg)
+        seq.next_to_send(stream, 0, lambda: b"")  # live (the empty ping writes nothing)
+        assert stream in seq._live
+        seq.close()
+        seq.tap("kv")([("log", 0, b"last")])
+        assert seq.last_lsn == 1 and stream.sent == 0
+        b.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            b.recv(1)
+    finally:
+        a.close()
+        b.close()
