@@ -471,8 +471,14 @@ def test_a_follower_that_reconnects_stays_connected_when_its_old_link_ends(
         for sock in (first, second):
             wire.send(sock, wire.Msg.HELLO, hello)
             assert wire.recv(sock)[0] == wire.Msg.WELCOME
+        # The leader registers a link's state just after its WELCOME: wait for the new
+        # link's (asserting on the old one's, not yet replaced, failed 1 run in 25).
+        new_link = "%s:%d" % second.getsockname()[:2]
+        until("the new link's state", lambda: getattr(seq.followers.get("n9"), "address",
+                                                      None) == new_link)
         first.close()  # the old link ends after the new one was welcomed
         until("the leader to close its end of the old link", lambda: len(server._conns) == 1)
+        assert seq.followers["n9"].address == new_link
         assert seq.followers["n9"].connected
     finally:
         second.close()
@@ -612,3 +618,27 @@ def test_a_round_tapped_after_close_goes_to_no_live_stream() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_an_older_link_whose_handshake_ends_last_does_not_replace_the_newer(
+        tmp_path: Path) -> None:
+    """Two links of one follower, the older one's handshake finishing second: the newer
+    link's state stays registered and the older link is refused."""
+    leader = Stores(tmp_path / "a")
+    seq, server = lead(leader, required=0)
+    hello = {"cluster": "c", "node": "n9", "lsn": 0, "epoch": 7, "history": []}
+    pairs = [socket.socketpair() for _ in range(2)]
+    try:
+        for ours, theirs in pairs:
+            wire.send(theirs, wire.Msg.HELLO, hello)
+        (new_ours, _), (old_ours, _) = pairs
+        assert server._handshake(new_ours, "new", link=2) is not None
+        assert server._handshake(old_ours, "old", link=1) is None
+        assert seq.followers["n9"].address == "new" and seq.followers["n9"].connected
+    finally:
+        for pair in pairs:
+            for sock in pair:
+                sock.close()
+        server.close()
+        seq.close()
+        leader.close()

@@ -21,6 +21,7 @@ while connected is disconnected: it comes back and takes a snapshot.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import socket
 import threading
 import time
@@ -71,6 +72,7 @@ class ReplicationServer:
         self._closed = False
         self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._links = itertools.count(1)  # accepted connections, in order
         self._sock = socket.create_server((host, port), reuse_port=False)
         self.port = self._sock.getsockname()[1]
         self._thread = threading.Thread(target=self._accept, name="tuffdb-repl-accept",
@@ -98,13 +100,14 @@ class ReplicationServer:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
                 self._conns.add(conn)
-            threading.Thread(target=self._serve, args=(conn, f"{addr[0]}:{addr[1]}"),
+            threading.Thread(target=self._serve,
+                             args=(conn, f"{addr[0]}:{addr[1]}", next(self._links)),
                              name="tuffdb-repl-send", daemon=True).start()
 
-    def _serve(self, conn: socket.socket, peer: str) -> None:
+    def _serve(self, conn: socket.socket, peer: str, link: int = 0) -> None:
         follower: FollowerState | None = None
         try:
-            shook = self._handshake(conn, peer)
+            shook = self._handshake(conn, peer, link)
             if shook is not None:
                 follower, start = shook
                 self._stream(conn, follower, start)
@@ -140,7 +143,8 @@ class ReplicationServer:
             if msg != Msg.FORWARD:
                 raise ProtocolError(f"expected FORWARD, got {msg.name}")
 
-    def _handshake(self, conn: socket.socket, peer: str) -> tuple[FollowerState, int] | None:
+    def _handshake(self, conn: socket.socket, peer: str,
+                   link: int = 0) -> tuple[FollowerState, int] | None:
         kind, hello, blob = wire.recv(conn)
         if kind == Msg.FORWARD:
             self._serve_forwards(conn, hello, blob)
@@ -188,10 +192,23 @@ class ReplicationServer:
         with seq._cv:  # noqa: SLF001
             # A new state per connection: the threads of one it replaces (a reconnect
             # before this end saw the old one close) mark theirs disconnected when they
-            # end, and marked this one, whose stream then stopped: a reconnect loop.
-            follower = seq.followers[node] = FollowerState(
-                node, acked=start, connected=True, address=peer)  # acked: held durably now
-            seq._cv.notify_all()  # noqa: SLF001
+            # end, and marked this one, whose stream then stopped: a reconnect loop. The
+            # newest connection wins: an older one whose handshake ends later (its thread
+            # held back after WELCOME, or a snapshot sent meanwhile) must not replace it,
+            # or the follower's acknowledgements, arriving on the new link, count for a
+            # state nobody reads (seen in a unit test, 1 run in 25).
+            current = seq.followers.get(node)
+            if current is not None and current.link > link:
+                follower = None
+            else:
+                follower = seq.followers[node] = FollowerState(
+                    node, acked=start, connected=True, address=peer,  # acked: held now
+                    link=link)
+                seq._cv.notify_all()  # noqa: SLF001
+        if follower is None:
+            log.info("a newer link of this follower is already registered: this one ends",
+                     follower=node, peer=peer)
+            return None
         log.info("follower connected", follower=node, mode=mode, from_lsn=start, peer=peer)
         threading.Thread(target=self._acks, args=(conn, follower), name="tuffdb-repl-acks",
                          daemon=True).start()

@@ -85,6 +85,7 @@ class FollowerState:
     connected: bool = False
     ack_time: float = 0.0  # monotonic time of its last acknowledgement
     address: str = ""
+    link: int = 0  # which accepted connection (ReplicationServer): the newest one counts
 
 
 class Lease:
