@@ -472,7 +472,8 @@ def test_a_follower_that_reconnects_stays_connected_when_its_old_link_ends(
             wire.send(sock, wire.Msg.HELLO, hello)
             assert wire.recv(sock)[0] == wire.Msg.WELCOME
         # The leader registers a link's state just after its WELCOME: wait for the new
-        # link's (asserting on the old one's, not yet replaced, failed 1 run in 25).
+        # link's (the old link registering after it failed this 1 run in 25; the leader
+        # now refuses that, see the test below).
         new_link = "%s:%d" % second.getsockname()[:2]
         until("the new link's state", lambda: getattr(seq.followers.get("n9"), "address",
                                                       None) == new_link)

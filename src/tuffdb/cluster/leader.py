@@ -104,7 +104,7 @@ class ReplicationServer:
                              args=(conn, f"{addr[0]}:{addr[1]}", next(self._links)),
                              name="tuffdb-repl-send", daemon=True).start()
 
-    def _serve(self, conn: socket.socket, peer: str, link: int = 0) -> None:
+    def _serve(self, conn: socket.socket, peer: str, link: int) -> None:
         follower: FollowerState | None = None
         try:
             shook = self._handshake(conn, peer, link)
@@ -144,7 +144,7 @@ class ReplicationServer:
                 raise ProtocolError(f"expected FORWARD, got {msg.name}")
 
     def _handshake(self, conn: socket.socket, peer: str,
-                   link: int = 0) -> tuple[FollowerState, int] | None:
+                   link: int) -> tuple[FollowerState, int] | None:
         kind, hello, blob = wire.recv(conn)
         if kind == Msg.FORWARD:
             self._serve_forwards(conn, hello, blob)
@@ -175,7 +175,7 @@ class ReplicationServer:
                         "(it restarted without saving it): it takes a snapshot",
                         follower=node, its_lsn=lsn, its_open_epoch=hello["unsure"])
             mode = "snapshot"
-        elif lsn >= seq.last_lsn or seq.rounds_after(lsn, 0) is not None:
+        elif lsn >= seq.last_lsn or seq.rounds_after(lsn) is not None:
             mode = "stream"
         else:
             mode = "snapshot"

@@ -194,13 +194,7 @@ class Sequencer:
                     if stream in self._live:
                         return b"", []
             data, stream.pending = stream.pending, b""
-            lsn = stream.sent
-            if self.last_lsn <= lsn:
-                return data, []
-            ring = self._ring
-            if not ring or ring[0].lsn > lsn + 1:
-                return data, None
-            return data, [ring[i] for i in range(lsn + 1 - ring[0].lsn, len(ring))]
+            return data, self._rounds_after(stream.sent)
 
     def end_stream(self, stream: Stream) -> None:
         with self._cv:
@@ -306,19 +300,20 @@ class Sequencer:
                 f.ack_time = time.monotonic()
                 self._cv.notify_all()
 
-    def rounds_after(self, lsn: int, timeout: float | None) -> list[Round] | None:
-        """Rounds with LSN > ``lsn`` (waiting up to ``timeout`` for one); None when the
-        ring no longer holds LSN ``lsn + 1`` (the follower needs a snapshot)."""
+    def rounds_after(self, lsn: int) -> list[Round] | None:
+        """Rounds with LSN > ``lsn``; None when the ring no longer holds LSN ``lsn + 1``
+        (the follower needs a snapshot)."""
         with self._cv:
-            if self.last_lsn <= lsn and timeout:
-                self._cv.wait_for(lambda: self.last_lsn > lsn or self.closed, timeout)
-            if self.last_lsn <= lsn:
-                return []
-            ring = self._ring
-            if not ring or ring[0].lsn > lsn + 1:
-                return None
-            start = lsn + 1 - ring[0].lsn
-            return [ring[i] for i in range(start, len(ring))]
+            return self._rounds_after(lsn)
+
+    def _rounds_after(self, lsn: int) -> list[Round] | None:
+        """Under the lock: :meth:`rounds_after`."""
+        if self.last_lsn <= lsn:
+            return []
+        ring = self._ring
+        if not ring or ring[0].lsn > lsn + 1:
+            return None
+        return [ring[i] for i in range(lsn + 1 - ring[0].lsn, len(ring))]
 
     def set_counted(self, nodes: frozenset[str]) -> None:
         with self._cv:
