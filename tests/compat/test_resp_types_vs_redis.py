@@ -620,7 +620,10 @@ def run_pipelines(port: int, setup: Script, pipelines: list[Script], reads: Scri
     c = RawClient(port)
     try:
         c.call("FLUSHALL")
-        out: list[object] = [c.call(*cmd) for cmd in setup]
+        # Setup replies too with the order Redis does not promise taken out: an HGETALL
+        # there compared raw once failed (tuffdb's field order is not Redis's insertion
+        # order; neither promises one).
+        out: list[object] = [normalise(cmd, c.call(*cmd)) for cmd in setup]
         for script in [*pipelines, reads]:
             c.sock.sendall(b"".join(
                 b"*%d\r\n" % len(cmd) + b"".join(b"$%d\r\n%b\r\n" % (len(p), p)
@@ -657,6 +660,8 @@ ONE_COMMAND = st.one_of(
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(setup=st.lists(COMMAND, max_size=8),
        pipelines=st.lists(st.lists(ONE_COMMAND, min_size=2, max_size=16), max_size=4))
+@example(setup=[("HSET", "a", "x", "x"), ("HSET", "a", "1", "x"), ("HGETALL", "a")],
+         pipelines=[])  # an unordered reply in the setup (found by a CI run)
 @example(setup=[("HSET", "s", "old", "1")],  # a field set twice in one batch, new the
          pipelines=[[("HSET", "s", "new", "1"), ("HSET", "s", "old", "2"),  # first time:
                      ("HSET", "s", "new", "2"), ("HSET", "s", "old", "3")]])  # one op each
