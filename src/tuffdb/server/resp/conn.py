@@ -33,9 +33,9 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from tuffdb import errors
-from tuffdb._failpoints import failpoint
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.blocking import Parked
+from tuffdb.server.resp.gather import BatchFormBug, run_batch_form
 from tuffdb.server.resp.monitor import feed as feed_monitors
 from tuffdb.server.resp.parser import RequestParser
 from tuffdb.server.resp.table import BATCHED, TABLE, CommandError
@@ -95,6 +95,7 @@ class Conn(asyncio.Protocol):
         self.write_paused = False
         self.closing = False
         self.wrote = False
+        self.alone = False  # the next batch runs now, not gathered (gather.py)
         # a cluster node: a ticket taken before this batch's writes (LoopRounds.opening),
         # for the round they join (after a script it ran on its thread, a later one)
         self.since = 0
@@ -208,43 +209,90 @@ class Conn(asyncio.Protocol):
         self.queue = []
         self._write(b"".join(out))
 
+    def batch_form(self) -> bytes | None:
+        """The command whose batch form can run this connection's whole queue, if one
+        can: the queue is one command repeated (any arguments), this connection is in no
+        state that changes how commands run (MULTI, AUTH pending, pub/sub, CLIENT REPLY,
+        MONITOR anywhere) and, for a write, this node leads. The queue may still turn out
+        not to fit the form (its arguments): the form then answers nothing."""
+        queue = self.queue
+        if not 0 < len(queue) <= BATCH_MAX_COMMANDS or self.multi is not None \
+                or not self.authed or self.subscribed or self.reply_mode or self.srv.monitors:
+            return None
+        name = queue[0][0]
+        lname = name.lower()
+        if lname not in BATCHED or list(map(_name, queue)).count(name) != len(queue):
+            return None
+        if TABLE[lname].write:
+            node = self.srv.node
+            if node is not None and not node.is_leader():
+                return None  # a follower: one by one, each command gets -READONLY
+        return lname
+
     def _batch(self) -> None:
         """Execute queued commands; a batch stops once its replies pass BATCH_OUTPUT_SIZE,
-        so a pipeline of big GETs cannot build gigabytes of replies in one go."""
+        so a pipeline of big GETs cannot build gigabytes of replies in one go.
+
+        A queue that one batch form can run waits for the end of the loop pass instead
+        (``srv.gather``), so the same command from every client read in the pass runs as
+        one batch (gather.py)."""
+        lname = self.batch_form()
+        # A read alone in its queue runs now: its single form takes the keys it reads
+        # from the engine's ordered view (LRANGE: key objects with their hashes known),
+        # where a batch form builds them; gathered, LRANGE -P 1 ran 0.75x (gather.py).
+        if lname is not None and not self.alone and (len(self.queue) > 1 or TABLE[lname].write) \
+                and self.srv.gather(self, lname):
+            self.waiting = True  # until the pass's batches ran (bytes arriving are kept)
+            return
+        self.alone = False
+        self.run_batch(lname if lname is not None and len(self.queue) > 1 else None)
+
+    def resume_alone(self) -> None:
+        """Run the queue left with the gatherer by itself, now, and carry on as
+        ``data_received`` would (gather.py: a group of one, or a form that declined)."""
+        self.waiting = False
+        self.alone = True
+        self._run()
+        self._drained_if_idle()
+
+    def after_gathered(self) -> None:
+        """The gathered batch answered this connection's queue: carry on with the input."""
+        if not (self.waiting or self.blocked is not None or self.closing):
+            self._run()
+        self._drained_if_idle()
+
+    def _drained_if_idle(self) -> None:
+        if not self.waiting and self.drained is not None and not self.drained.done():
+            self.drained.set_result(None)  # a shutdown waited for this batch (stop())
+
+    def run_batch(self, lname: bytes | None, done: list[bytes] | None = None,
+                  changes: int | None = None, since: int | None = None) -> None:
+        """Run the queue: through ``lname``'s batch form if given, else command by command;
+        ``done``: replies to the queue's first commands, run already in a batch with other
+        clients' (``changes`` and ``since``: the store's change count and the round ticket
+        taken before that batch)."""
         self.wrote = False
-        self.since = self.srv.rounds.opening()  # (0 at once on a single node)
-        changes = self.store.changes
+        self.since = self.srv.rounds.opening() if since is None else since  # (0 on one node)
+        if changes is None:
+            changes = self.store.changes
         execute = self.execute
         queue = self.queue
         out: list[bytes] = []
         size = 0
         i = 0
-        # A pipeline of one command with a batch form (e.g. -P 16 GETs) runs in one call.
-        if 1 < len(queue) <= BATCH_MAX_COMMANDS and self.multi is None and self.authed \
-                and not self.subscribed and not self.reply_mode:
-            name = queue[0][0]
-            lname = name.lower()
-            many = BATCHED.get(lname) if not self.srv.monitors else None
-            if many is not None and list(map(_name, queue)).count(name) == len(queue):
-                write = TABLE[lname].write
-                node = self.srv.node
-                if write and node is not None and not node.is_leader():
-                    pass  # a follower: one by one, each command gets -READONLY
-                else:
-                    try:
-                        failpoint("resp_batch")
-                        out = many(self, queue)
-                        failpoint("resp_batch_done")
-                    except errors.Error:
-                        # Refused before anything was written (a value over the limits,
-                        # a store that stopped leading or failed): one by one, each
-                        # command gets its own error reply, as without the batch form.
-                        out = []
-                    except Exception as bug:  # never let a batch form take the connection
-                        out = self._batch_failed(lname, bug, changes)
-                    i = len(out)
-                    if i and write:
-                        self.wrote = True
+        if done is not None:
+            out = done
+            i = len(done)
+            if i and TABLE[queue[0][0].lower()].write:
+                self.wrote = True
+        elif lname is not None:  # e.g. -P 16 GETs: one call
+            try:
+                out = run_batch_form(self, lname, queue)
+            except BatchFormBug as bug:
+                out = self._batch_failed(bug, changes)
+            i = len(out)
+            if i and TABLE[lname].write:
+                self.wrote = True
         blocking = self.srv.blocking
         while i < len(queue):
             try:
@@ -283,16 +331,16 @@ class Conn(asyncio.Protocol):
         else:
             self._write(b"".join(out))
 
-    def _batch_failed(self, name: bytes, bug: Exception, changes: int) -> list[bytes]:
-        """A batch form raised an unexpected error (a bug). If it wrote nothing, the
-        commands run one by one (empty list: each gets its own reply, as without the batch
-        form); if it wrote something, running them again could apply them twice, so every
-        command of the batch is answered with the internal error, as one command's bug is."""
-        log.exception("internal error in the batch form of %r", name.decode(errors="replace"))
+    def _batch_failed(self, bug: BatchFormBug, changes: int) -> list[bytes]:
+        """A batch form raised an unexpected error (a bug, logged by run_batch_form). If
+        it wrote nothing, the commands run one by one (empty list: each gets its own
+        reply, as without the batch form); if it wrote something, running them again could
+        apply them twice, so every command of the batch is answered with the internal
+        error, as one command's bug is."""
         if self.store.changes == changes:
             return []
         self.wrote = True
-        return [reply.error(f"ERR internal error: {type(bug).__name__}: {bug}")] * len(self.queue)
+        return [bug.reply] * len(self.queue)
 
     def _unanswered(self) -> None:
         """A reply is dropped: CLIENT REPLY OFF drops every one; SKIP its own and the next

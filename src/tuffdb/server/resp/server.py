@@ -30,6 +30,7 @@ from tuffdb.server.face import cluster_node
 from tuffdb.server.loop_rounds import LoopRounds
 from tuffdb.server.resp.blocking import Blocking
 from tuffdb.server.resp.conn import Conn
+from tuffdb.server.resp.gather import Gatherer
 from tuffdb.server.resp.keyspace import cid_of, is_collection, open_layout, stored
 from tuffdb.server.resp.pubsub import Hub
 from tuffdb.server.resp.scripts import Scripts
@@ -118,13 +119,14 @@ class RespServer:
         self.next_id = itertools.count(1)
         self.hub = Hub()
         self.pending_flush: list[Conn] = []  # connections with output to flush this pass
+        self.gatherer = Gatherer(self)  # one batch per command from every client of a pass
         self.watchers: dict[bytes, set[Conn]] = {}
         self.cursors: dict[int, bytes] = {}
         self.next_cursor = itertools.count(1)
         self.started = time.time()
         self.last_save = int(self.started)
         self.stats = {"connections": 0, "commands": 0, "hits": 0, "misses": 0,
-                      "rejected": 0, "expired": 0}
+                      "rejected": 0, "expired": 0, "gathered": 0}
         self.write_error: str | None = None  # the MISCONF reply of a failed durable wait
         self.run_id = os.urandom(20).hex()
         self._server: asyncio.base_events.Server | None = None
@@ -161,6 +163,16 @@ class RespServer:
         for c in pending:
             c.flush_queued = False
             c.flush()
+
+    def flush_now(self) -> None:
+        """Flush now what the pass's flush callback would (after its gathered batches)."""
+        if self.pending_flush:
+            self._flush()
+
+    def gather(self, c: Conn, lname: bytes) -> bool:
+        """Leave ``c``'s queue (one command with a batch form) for one batch with the other
+        clients' of this pass (gather.py); False: run it now."""
+        return self.gatherer.gather(c, lname, self.loop)
 
     def touch(self, key: bytes) -> None:
         """Mark connections watching ``key`` dirty (call on every write to ``key``)."""

@@ -373,6 +373,8 @@ def _sections(c: Conn) -> dict[str, list[tuple[str, object]]]:
                   ("rejected_connections", srv.stats["rejected"]),
                   ("keyspace_hits", srv.stats["hits"]),
                   ("keyspace_misses", srv.stats["misses"]),
+                  # commands run in a batch with other clients' (gather.py)
+                  ("tuffdb_gathered_commands", srv.stats["gathered"]),
                   ("pubsub_channels", len(srv.hub.channels)),
                   ("pubsub_patterns", len(srv.hub.patterns))],
         "replication": replication_section(c),
