@@ -237,10 +237,8 @@ class Conn(asyncio.Protocol):
         (``srv.gather``), so the same command from every client read in the pass runs as
         one batch (gather.py)."""
         lname = self.batch_form()
-        # A read alone in its queue runs now: its single form takes the keys it reads
-        # from the engine's ordered view (LRANGE: key objects with their hashes known),
-        # where a batch form builds them; gathered, LRANGE -P 1 ran 0.75x (gather.py).
-        if lname is not None and not self.alone and (len(self.queue) > 1 or TABLE[lname].write) \
+        # Reads are not gathered (gather.py says why): only writes.
+        if lname is not None and not self.alone and TABLE[lname].write \
                 and self.srv.gather(self, lname):
             self.waiting = True  # until the pass's batches ran (bytes arriving are kept)
             return

@@ -22,6 +22,13 @@ applies them.
 A batch form that declines (arguments it has no fast form for, WRONGTYPE, a value over
 the limits: it answers nothing) leaves each connection to run alone, as a declined
 pipeline always did.
+
+Only writes are gathered: what a batch saves them (a metadata read per key, one
+``write_batch``, one round's bookkeeping) is per batch, while a read's batch form does
+per key what its pipeline does. Gathered, reads measured slower: LRANGE -P 1 ran 0.75x
+(its single form takes the keys from the engine's ordered view, objects whose hashes
+are known, where the batch form builds them), and LRANGE_600 -P 16 from 50 clients, one
+batch of 480,000 elements, ran 0.55x in a full run of the suite.
 """
 
 from __future__ import annotations
