@@ -233,11 +233,10 @@ class Conn(asyncio.Protocol):
         """Execute queued commands; a batch stops once its replies pass BATCH_OUTPUT_SIZE,
         so a pipeline of big GETs cannot build gigabytes of replies in one go.
 
-        A queue that one batch form can run waits for the end of the loop pass instead
-        (``srv.gather``), so the same command from every client read in the pass runs as
-        one batch (gather.py)."""
+        A queue that one write's batch form can run waits for the end of the loop pass
+        instead (``srv.gather``), so the same write from every client read in the pass
+        runs as one batch (gather.py; reads are not gathered, it says why)."""
         lname = self.batch_form()
-        # Reads are not gathered (gather.py says why): only writes.
         if lname is not None and not self.alone and TABLE[lname].write \
                 and self.srv.gather(self, lname):
             self.waiting = True  # until the pass's batches ran (bytes arriving are kept)

@@ -1,16 +1,17 @@
-"""One batch for the same command from many clients in a loop pass.
+"""One batch for the same write command from many clients in a loop pass.
 
-A command with a batch form (``table.BATCHED``: GET, SET, LPUSH, RPOP, SADD, HSET, ZADD,
-XADD, LRANGE, ...) runs a pipeline of itself in one call: one metadata read per key,
-one ``write_batch``, one pass over the replies. Fifty clients each sending one LPUSH
-(``redis-benchmark -c 50 -P 1``) gave it nothing to batch: each command ran alone,
-paying per command what a pipeline pays once. Here a connection whose whole queue one
-batch form can run (``Conn.batch_form``) leaves it with :class:`Gatherer` instead of
-running it; once the loop pass has read every readable socket, each group of such
-queues (same command, same protocol version, same store) runs as one batch: the
-queues end to end, in the order their connections were read, so the replies are
-those of running the connections one after another, and each connection gets its
-own slice. A group of one runs as it always did.
+A command with a batch form (``table.BATCHED``: SET, LPUSH/RPUSH, LPOP/RPOP, SADD, HSET,
+ZADD, XADD; GET and LRANGE among reads) runs a pipeline of itself in one call: one
+metadata read per key, one ``write_batch``, one pass over the replies. Fifty clients each
+sending one LPUSH (``redis-benchmark -c 50 -P 1``), or a pipeline of 16, gave it one
+client's commands to batch at a time: each batch paid what one batch of them all pays
+once. Here a connection whose whole queue one write's batch form can run
+(``Conn.batch_form``) leaves it with :class:`Gatherer` instead of running it; once the
+loop pass has read every readable socket, each group of such queues (same command, same
+protocol version, same store) runs as one batch: the queues end to end, in the order
+their connections were read, so the replies are those of running the connections one
+after another, and each connection gets its own slice. A group of one runs as it
+always did.
 
 Why it is correct: clients in one pass are concurrent, and any serial order of their
 commands is one Redis could have produced; each connection's commands keep their
@@ -85,14 +86,12 @@ class Gatherer:
 
     def __init__(self, srv: RespServer) -> None:
         self.srv = srv
-        self.enabled = True
         self._groups: dict[tuple[bytes, int, int], list[Conn]] = {}
         self._count = 0
 
     def gather(self, c: Conn, lname: bytes, loop: asyncio.AbstractEventLoop | None) -> bool:
         """Take ``c``'s queue for the end of the pass; False: run it now."""
-        if not self.enabled or loop is None \
-                or self._count + len(c.queue) > GATHER_MAX_COMMANDS:
+        if loop is None or self._count + len(c.queue) > GATHER_MAX_COMMANDS:
             return False
         if not self._groups:
             loop.call_soon(self.run)
