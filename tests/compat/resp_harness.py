@@ -190,3 +190,10 @@ def tuffdb_and_redis(tmp_path_factory: pytest.TempPathFactory,
     finally:
         tuff.stop()
         red.stop()
+
+
+def client_flags(admin: RawClient, client_id: str) -> str:
+    """The ``flags=`` field of one client's CLIENT LIST line (``b``: blocked or held)."""
+    listing = admin.call("CLIENT", "LIST").decode()
+    line = next(x for x in listing.splitlines() if f"id={client_id} " in x)
+    return line.split(" flags=", 1)[1].split(" ", 1)[0]

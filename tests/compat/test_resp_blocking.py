@@ -20,7 +20,13 @@ import pytest
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from resp_harness import NEEDS_REDIS, RawClient, compare, tuffdb_and_redis  # noqa: E402
+from resp_harness import (  # noqa: E402
+    NEEDS_REDIS,
+    RawClient,
+    client_flags,
+    compare,
+    tuffdb_and_redis,
+)
 
 pytestmark = NEEDS_REDIS
 
@@ -302,12 +308,6 @@ def test_monitor_reports_commands_as_redis_does(servers: tuple[int, int]) -> Non
 
 
 # -- CLIENT PAUSE -----------------------------------------------------------------------------
-def _flags(admin: RawClient, client_id: str) -> str:
-    listing = admin.call("CLIENT", "LIST").decode()
-    line = next(x for x in listing.splitlines() if f"id={client_id} " in x)
-    return line.split(" flags=", 1)[1].split(" ", 1)[0]
-
-
 def _paused_writes(port: int) -> list[bytes]:
     """A WRITE pause holds a SET (the client shows flag b) while reads run; UNPAUSE lets
     it through."""
@@ -318,7 +318,7 @@ def _paused_writes(port: int) -> list[bytes]:
         out = [admin.call("CLIENT", "PAUSE", "30000", "WRITE")]
         writer.send("SET", "paused", "1")
         deadline = time.monotonic() + 30
-        while "b" not in _flags(admin, wid):
+        while "b" not in client_flags(admin, wid):
             assert time.monotonic() < deadline
         out += [admin.call("GET", "paused"), admin.call("CLIENT", "UNPAUSE"), writer.read(),
                 admin.call("GET", "paused")]
@@ -348,7 +348,7 @@ def _paused_in_order(port: int) -> list[bytes]:
         for i, w in enumerate(writers):
             wid = _id(w)
             w.send("RPUSH", "order", str(i))
-            while "b" not in _flags(admin, wid):
+            while "b" not in client_flags(admin, wid):
                 assert time.monotonic() < deadline
         out.append(admin.call("CLIENT", "UNPAUSE"))
         out += [w.read() for w in writers]

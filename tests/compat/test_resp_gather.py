@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from resp_harness import NEEDS_REDIS, RawClient, tuffdb_and_redis  # noqa: E402
+from resp_harness import NEEDS_REDIS, RawClient, client_flags, tuffdb_and_redis  # noqa: E402
 
 pytestmark = NEEDS_REDIS
 
@@ -29,12 +29,6 @@ WAIT_S = 30.0
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
     yield from tuffdb_and_redis(tmp_path_factory, "gather")
-
-
-def _flags(admin: RawClient, client_id: str) -> str:
-    listing = admin.call("CLIENT", "LIST").decode()
-    line = next(x for x in listing.splitlines() if f"id={client_id} " in x)
-    return line.split(" flags=", 1)[1].split(" ", 1)[0]
 
 
 def gathered(admin: RawClient) -> int:
@@ -70,7 +64,7 @@ def held_then_released(port: int, setup: list[Step], writers: list[list[Step]],
             cid = client.call("CLIENT", "ID").decode()[1:-2]
             for step in steps:
                 client.send(*step)
-            while "b" not in _flags(admin, cid):
+            while "b" not in client_flags(admin, cid):
                 assert time.monotonic() < deadline, "a writer was never held"
         out.append(admin.call("CLIENT", "UNPAUSE"))
         for client, steps in zip(clients, writers, strict=True):
@@ -126,7 +120,8 @@ def test_different_commands_and_keys_run_in_their_own_groups(servers: tuple[int,
                [("SADD", "set", f"m{i % 4}")] if i % 3 == 1 else
                [("ZADD", "z", str(i), f"m{i}")] for i in range(9)]
     out, n = run_both(servers, [], writers, after=lambda a: [
-        a.call("SMISMEMBER", "set", "m0", "m1", "m2", "m3"), a.call("ZRANGE", "z", "0", "-1", "WITHSCORES"),
+        a.call("SMISMEMBER", "set", "m0", "m1", "m2", "m3"),
+        a.call("ZRANGE", "z", "0", "-1", "WITHSCORES"),
         a.call("MGET", "s0", "s3", "s6")])
     assert n == 9  # noqa: PLR2004
     assert out[2:11].count(b"+OK\r\n") == 3  # noqa: PLR2004
