@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,47 @@ def test_a_client_blocked_on_the_key_is_served_as_without_batches(
             blocked.close()
     assert results[0] == results[1]
     assert results[0][-1] == b"*2\r\n$1\r\nq\r\n$1\r\na\r\n"
+
+
+def test_concurrent_clients_get_the_replies_of_some_serial_order(
+        servers: tuple[int, int]) -> None:
+    """Sixteen clients pushing and popping at once, unsynchronised (so their commands meet
+    in the loop's passes and run gathered): every LPUSH reply is the length right after
+    one push, so the replies across all clients are distinct, and the pops return each
+    pushed value once."""
+    port = servers[0]
+    admin = RawClient(port)
+    try:
+        admin.call("DEL", "cq")
+        before = gathered(admin)
+    finally:
+        admin.close()
+    clients, per = 16, 200
+
+    def pusher(n: int) -> list[int]:
+        c = RawClient(port)
+        try:
+            return [int(c.call("LPUSH", "cq", f"{n}.{i}")[1:-2]) for i in range(per)]
+        finally:
+            c.close()
+
+    def popper(_: int) -> list[bytes]:
+        c = RawClient(port)
+        try:
+            return [c.call("RPOP", "cq") for _ in range(per)]
+        finally:
+            c.close()
+
+    with ThreadPoolExecutor(clients) as pool:
+        lengths = [x for got in pool.map(pusher, range(clients)) for x in got]
+    assert sorted(lengths) == list(range(1, clients * per + 1))
+    with ThreadPoolExecutor(clients) as pool:
+        popped = [v for got in pool.map(popper, range(clients)) for v in got]
+    assert sorted(popped) == sorted(b"$%d\r\n%d.%d\r\n" % (len(f"{n}.{i}"), n, i)
+                                    for n in range(clients) for i in range(per))
+    admin = RawClient(port)
+    try:
+        assert admin.call("LLEN", "cq") == b":0\r\n"
+        assert gathered(admin) > before  # some ran in a batch with another client's
+    finally:
+        admin.close()
