@@ -265,9 +265,9 @@ class Conn(asyncio.Protocol):
     def run_batch(self, lname: bytes | None, done: list[bytes] | None = None,
                   changes: int | None = None, since: int | None = None) -> None:
         """Run the queue: through ``lname``'s batch form if given, else command by command;
-        ``done``: replies to the queue's first commands, run already in a batch with other
-        clients' (``changes`` and ``since``: the store's change count and the round ticket
-        taken before that batch)."""
+        ``done``: replies to the queue's first commands (``lname``), run already in a batch
+        with other clients' (``changes`` and ``since``: the store's change count and the
+        round ticket taken before that batch)."""
         self.wrote = False
         self.since = self.srv.rounds.opening() if since is None else since  # (0 on one node)
         if changes is None:
@@ -277,16 +277,14 @@ class Conn(asyncio.Protocol):
         out: list[bytes] = []
         size = 0
         i = 0
-        if done is not None:
-            out = done
-            i = len(done)
-            if i and TABLE[queue[0][0].lower()].write:
-                self.wrote = True
-        elif lname is not None:  # e.g. -P 16 GETs: one call
-            try:
-                out = run_batch_form(self, lname, queue)
-            except BatchFormBug as bug:
-                out = self._batch_failed(bug, changes)
+        if lname is not None:  # e.g. -P 16 GETs: one call (or its replies, done)
+            if done is not None:
+                out = done
+            else:
+                try:
+                    out = run_batch_form(self, lname, queue)
+                except BatchFormBug as bug:
+                    out = self._batch_failed(bug, changes)
             i = len(out)
             if i and TABLE[lname].write:
                 self.wrote = True

@@ -134,7 +134,7 @@ class Gatherer:
         for c in conns:
             n = len(c.queue)
             c.waiting = False
-            c.run_batch(None, out[at : at + n], changes, since)
+            c.run_batch(lname, out[at : at + n], changes, since)
             at += n
             c.after_gathered()
         return []
