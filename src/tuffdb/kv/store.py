@@ -1190,12 +1190,14 @@ class KVStore(MutableMapping[bytes, bytes]):
             keys = [k for k in keys if k.startswith(prefix)]
         return keys
 
-    def keys_between(self, lo: bytes, hi: bytes, limit: int) -> list[bytes]:
-        """Up to ``limit`` keys in [lo, hi), in order, as the ordered view holds them (one
-        C slice under the lock, the view current with every write). TTLs are not looked
-        at: for keys that never have one (a list's elements), where a reader knows how
-        many to expect and checks the count."""
-        return self._ordered_keys(lo, hi, limit)
+    def keys_between(self, lo: bytes, hi: bytes, limit: int, *, reverse: bool = False,
+                     skip: int = 0) -> list[bytes]:
+        """Up to ``limit`` keys in [lo, hi), in order (descending from ``hi`` with
+        ``reverse``, after the first ``skip``), as the ordered view holds them: one C
+        slice under the lock, the view current with every write. TTLs are not looked at:
+        for keys that never have one (a collection's elements), where ``scan_keys`` tests
+        every key it yields (a keydir lookup each, a cache miss in a large store)."""
+        return self._ordered_keys(lo, hi, limit, reverse=reverse, skip=skip)
 
     def items_in_range(self, prefix: bytes = b"", start: bytes | None = None,
                        end: bytes | None = None) -> list[tuple[bytes, bytes]]:

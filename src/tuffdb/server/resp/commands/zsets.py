@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING
 
 from tuffdb._format.resp import META, TAG_SET, TAG_ZSET, U64
+from tuffdb.kv.store import KVStore, prefix_range
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.collection import (
     Coll,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from tuffdb.server.resp.conn import Conn
 
 ZSET_TAGS = frozenset((TAG_ZSET,))
+TAKE_MANY = 1 << 16  # ZSet.take: up to this many entries in one slice of the ordered view
 NAN_SCORE = "ERR resulting score is not a number (NaN)"
 _U64_MAX = (1 << 64) - 1
 
@@ -167,6 +169,21 @@ class ZSet(Coll):
         n = len(self.sec)
         for k in c.db.scan_keys(self.sec, start, end, reverse=reverse, skip=skip):
             yield k[n + 8 :], unsortable(k, n)
+
+    def take(self, c: Conn, count: int, start: bytes | None = None, end: bytes | None = None,
+             *, reverse: bool = False, skip: int = 0) -> list[tuple[bytes, float]]:
+        """The first ``count`` (-1: all) of :meth:`entries`, as a list: up to TAKE_MANY
+        index keys in one slice of the engine's ordered view, which holds them exactly
+        (they never carry a TTL), where a scan looks each up again."""
+        if not self.existed or count == 0:
+            return []
+        db = c.db
+        lo, hi = prefix_range(self.sec, start, end)
+        if not 0 < count <= TAKE_MANY or hi is None or type(db) is not KVStore:
+            return _limit(self.entries(c, start, end, reverse=reverse, skip=skip), count)
+        n = len(self.sec)
+        return [(k[n + 8 :], unsortable(k, n))
+                for k in db.keys_between(lo, hi, count, reverse=reverse, skip=skip)]
 
 
 # -- ranges ------------------------------------------------------------------------------------
@@ -300,13 +317,13 @@ def _range(c: Conn, a: list[bytes], first: int, kind: str | None, reverse: bool 
     if z.existed:
         if kind == "rank":
             i, k = clamp_range(lo_raw, hi_raw, z.size)
-            items = _limit(z.entries(c, reverse=reverse, skip=i), k - i) if k > i else []
+            items = z.take(c, k - i, reverse=reverse, skip=i) if k > i else []
         elif offset >= 0:
             count = limit if limit >= 0 else -1
             if kind == "score":
                 bounds = score_range(z, lo_s, hi_s)
                 if bounds is not None:
-                    items = _limit(z.entries(c, *bounds, reverse=reverse, skip=offset), count)
+                    items = z.take(c, count, *bounds, reverse=reverse, skip=offset)
             else:
                 lbounds = lex_range(z, lo_l, hi_l)
                 if lbounds is not None:
@@ -521,7 +538,7 @@ def zremrangebyrank(c: Conn, a: list[bytes]) -> bytes:
     """Remove members by rank range."""
     z = ZSet(c, a[1])
     i, k = clamp_range(a[2], a[3], z.size)
-    items = _limit(z.entries(c, skip=i), k - i) if k > i else []
+    items = z.take(c, k - i, skip=i) if k > i else []
     return _remove_items(c, z, items)
 
 
@@ -621,7 +638,7 @@ def zrandmember(c: Conn, a: list[bytes]) -> bytes:
 
 # -- pops -----------------------------------------------------------------------------------------
 def _pop(c: Conn, z: ZSet, count: int, maximum: bool) -> list[tuple[bytes, float]]:
-    items = _limit(z.entries(c, reverse=maximum), count)
+    items = z.take(c, count, reverse=maximum)
     for m, s in items:
         z.remove(m, s)
     if items:
