@@ -236,6 +236,9 @@ def open_layout(store: KVStore) -> Ids:
     raw = store.get(LAYOUT_KEY)
     if raw == LAYOUT_RECORD:
         return Ids(store)
+    if raw is None and store.is_empty():  # a fresh store: nothing to convert, no scan
+        store.write_batch([(LAYOUT_KEY, LAYOUT_RECORD)], sync=True)
+        return Ids(store)
     if raw is not None and raw != CONVERTING_RECORD and raw.startswith(LAYOUT_MAGIC):
         from tuffdb.errors import VersionMismatchError  # noqa: PLC0415  (rare path)
 
