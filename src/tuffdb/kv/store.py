@@ -912,7 +912,6 @@ class KVStore(MutableMapping[bytes, bytes]):
         self._reads += 1
         return self._exists_unlocked(key, self._now_ms() if self._expiry else 0)
 
-    # -- TTL -------------------------------------------------------------------------------
     def is_empty(self) -> bool:
         """Whether the store holds no key at all (an expired one not yet swept counts as
         held), found without the ordered view: a fresh store's open must not build the
@@ -924,6 +923,7 @@ class KVStore(MutableMapping[bytes, bytes]):
             # copies, as _ordered_view takes them: a lock-free put may resize a dict
             return all(v is TOMBSTONE for d in self._chain for v in d.copy().values())
 
+    # -- TTL -------------------------------------------------------------------------------
     def expire(self, key: bytes, seconds: float, *, sync: bool | None = None) -> bool:
         """Set a TTL on an existing key; False if it does not exist. ``seconds <= 0``
         deletes the key (as Redis's EXPIRE does). ``sync`` as for :meth:`put`."""
