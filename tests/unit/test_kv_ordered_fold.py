@@ -122,8 +122,9 @@ def test_keys_between_is_the_head_of_scan_keys_for_keys_without_a_ttl(kv_store) 
 
 def test_is_empty_sees_every_held_key_without_building_the_ordered_view(kv_store) -> None:  # noqa: ANN001
     """``is_empty`` is a fresh store's test (the RESP face's layout check): true for no
-    key and for keys only deleted since, false for a key in the hot tier, in a cold
-    segment or past its TTL but not yet swept; and it leaves the ordered view unbuilt."""
+    key and for keys deleted since (in the hot tier, and once their tombstones spilled),
+    false for a key in the hot tier, in a cold segment or with a TTL; and it leaves the
+    ordered view unbuilt."""
     kv = kv_store(durability="none", hot_bytes=64 * 1024)
     assert kv.is_empty()
     kv.put(b"a", b"1")
@@ -135,6 +136,8 @@ def test_is_empty_sees_every_held_key_without_building_the_ordered_view(kv_store
     kv.sync()  # spilled: the keys are in cold segments now
     assert not kv.is_empty()
     kv.delete_many([b"k%05d" % i for i in range(2000)])
-    kv.put(b"t", b"1", ttl=0.001)
+    kv.sync()  # the tombstones spilled too: nothing is held
+    assert kv.is_empty()
+    kv.put(b"t", b"1", ttl=3600)
     assert not kv.is_empty()
     assert kv._ordered is None  # noqa: SLF001  (what the method must not build)
