@@ -48,6 +48,12 @@ def test_bench_ycsb_smoke(tmp_path: Path) -> None:
         "1,2",
         "--reps",
         "1",
+        "--warmup",  # the defaults (1 s + 5 s a cell, 40 cells) made this a 36 s test
+        "0",
+        "--duration",
+        "0.2",
+        "--ceiling-duration",
+        "0.2",
         "--stores",
         "tuffdb-embedded,tuffdb-http",
         "--dir",
