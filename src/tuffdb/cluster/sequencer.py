@@ -10,8 +10,9 @@ follower's acknowledgement of LSN *n* covers every earlier round of every store)
 it in a bounded ring for the followers' senders, and writes it at once to every
 follower whose stream is *live* (:class:`Stream`: caught up, its sender thread idle), so
 no thread is woken to ship it. After the round's fsync, :meth:`Sequencer.confirm_later`
-registers a callback, called (in LSN order, on one confirmer thread) once the round may
-be acknowledged, so the store writes its next round meanwhile:
+registers a callback, called (in LSN order, by the thread that learns it: see
+:meth:`Sequencer._deliver`) once the round may be acknowledged, so the store writes its
+next round meanwhile:
 
 - this node still holds a valid leader lease (:class:`Lease`: the deadline is the
   moment the last successful renewal was *sent* plus the TTL minus a margin, on the
@@ -46,6 +47,7 @@ from tuffdb.errors import NotEnoughReplicasError, NotLeaderError
 STEPPED_DOWN = ("this node is no longer the cluster leader (its lease lapsed or it stepped "
                 "down): the write is not acknowledged; retry against the new leader")
 
+WATCH_S = 0.05  # how often the confirmer looks at rounds waiting for followers, at most
 Part = tuple[str, int, bytes]  # (log file name in the store directory, file offset, bytes)
 
 
@@ -128,10 +130,14 @@ class Sequencer:
     _pending: deque[tuple[int, float, Callable[[BaseException | None], None]]] = field(
         default_factory=deque)
     _confirmer: threading.Thread | None = None
+    _confirm_cv: threading.Condition = field(init=False)  # the confirmer's own (same lock)
+    _watching: bool = False  # the confirmer waits with a timeout: it will look again
+    _delivering: bool = False  # a thread is calling rounds back (see _deliver)
     _live: list[Stream] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._cv = threading.Condition(self._lock)
+        self._confirm_cv = threading.Condition(self._lock)
 
     # -- the commit path -------------------------------------------------------------------
     def tap(self, store: str) -> Callable[[list[Part]], None]:
@@ -147,7 +153,6 @@ class Sequencer:
                 self._store_lsn[store] = rnd.lsn
                 if self._live and not self.closed:  # (closed: the senders are ending)
                     self._send_live(rnd)
-                self._cv.notify_all()
 
         return tap
 
@@ -218,52 +223,96 @@ class Sequencer:
                     self._keep(rnd)
 
     def confirm_later(self, store: str) -> Callable[[Callable[[BaseException | None], None]], None]:
-        """The ``confirm`` hook to install on store ``store``: it registers a callback for the round just tapped and returns at once, so the store
-        can write its next round while this one waits for followers. Callbacks run in LSN
-        order on one confirmer thread, with None or the reason the round is refused."""
+        """The ``confirm`` hook to install on store ``store``: it registers a callback for
+        the round just tapped and returns, so the store can write its next round while
+        this one waits for followers. Callbacks run in LSN order, with None or the reason
+        the round is refused (:meth:`_deliver`): here, when the followers' acknowledgement
+        is already in (they took the round while the leader fsynced it), else on the
+        thread that receives it, or on the confirmer thread when time runs out."""
 
         def later(callback: Callable[[BaseException | None], None]) -> None:
             with self._cv:
-                if not self.closed:
+                closed = self.closed
+                if not closed:
                     lsn = self._store_lsn.get(store, 0)
                     self._pending.append((lsn, time.monotonic() + self.timeout_s, callback))
                     if self._confirmer is None:
                         self._confirmer = threading.Thread(
                             target=self._confirm_loop, daemon=True, name="tuffdb-confirm")
                         self._confirmer.start()
-                    self._cv.notify_all()
-                    return
-            # IMPORTANT: closed, the confirmer thread may already have ended (it stops once
-            # closed with nothing pending), so it would never call this back and the
-            # store's later rounds would wait behind this one for ever. A store steps
-            # down by running one last round through its hooks after close() (the
-            # writes made while leading go out numbered), so this is a real path.
-            callback(NotLeaderError(STEPPED_DOWN))
+            if closed:
+                # IMPORTANT: closed, the confirmer thread may already have ended (it stops
+                # once closed with nothing pending), so it would never call this back and
+                # the store's later rounds would wait behind this one for ever. A store
+                # steps down by running one last round through its hooks after close()
+                # (the writes made while leading go out numbered), so this is a real path.
+                callback(NotLeaderError(STEPPED_DOWN))
+                return
+            self._deliver()
+            with self._cv:
+                if self._pending and not self._watching:
+                    self._confirm_cv.notify()  # a deadline to watch
 
         return later
 
+    def _deliver(self) -> None:
+        """Call back every round at the head of the queue whose outcome is known, in LSN
+        order, outside the lock. One thread at a time: another that finds a delivery under
+        way leaves its news to it (the deliverer looks again before it stops, under the
+        lock that news was made under).
+
+        The thread that learns the outcome delivers it: the committer's ``confirm``, the
+        acknowledgement's reader, the confirmer on a deadline. Handing every round to the
+        confirmer thread instead woke it up to three times a round (the tap, the
+        registration, the acknowledgement): ~3.4 us of CPU per SET on a sync-replicated
+        RESP leader, on threads that share the leader's core."""
+        with self._cv:
+            if self._delivering:
+                return
+            self._delivering = True
+        try:
+            while True:
+                ready: list[tuple[Callable[[BaseException | None], None],
+                                  BaseException | None]] = []
+                with self._cv:
+                    pending = self._pending
+                    while pending:
+                        lsn, deadline, callback = pending[0]
+                        outcome: BaseException | None = None
+                        try:
+                            if not self._settled(lsn, deadline):
+                                break
+                        except (NotEnoughReplicasError, NotLeaderError) as exc:
+                            outcome = exc
+                        pending.popleft()
+                        ready.append((callback, outcome))
+                    if not ready:
+                        self._delivering = False
+                        return
+                for callback, outcome in ready:
+                    callback(outcome)
+        except BaseException:
+            with self._cv:
+                self._delivering = False
+            raise
+
     def _confirm_loop(self) -> None:
+        """Watch the deadlines: the oldest pending round's (refused when it passes without
+        enough followers) and the lease's (refused when it lapses); looks again at least
+        every ``WATCH_S`` while rounds wait, and sleeps while none does."""
         while True:
             with self._cv:
-                while True:
-                    if not self._pending:
-                        if self.closed:
-                            return
-                        self._cv.wait()
-                        continue
-                    lsn, deadline, callback = self._pending[0]
-                    try:
-                        done = self._settled(lsn, deadline)
-                    except (NotEnoughReplicasError, NotLeaderError) as exc:
-                        outcome: BaseException | None = exc
-                        break
-                    if done:
-                        outcome = None
-                        break
-                    self._cv.wait(max(0.001, min(deadline - time.monotonic(),
-                                                 self.lease.deadline - time.monotonic())))
-                self._pending.popleft()
-            callback(outcome)
+                if not self._pending:
+                    if self.closed:
+                        return
+                    self._watching = False
+                    self._confirm_cv.wait()
+                    continue
+                self._watching = True
+                now = time.monotonic()
+                self._confirm_cv.wait(0.001 if self.closed else max(0.001, min(
+                    WATCH_S, self._pending[0][1] - now, self.lease.deadline - now)))
+            self._deliver()
 
     def _settled(self, lsn: int, deadline: float) -> bool:
         """Under the lock: True once round ``lsn`` may be acknowledged; raises when it
@@ -295,10 +344,12 @@ class Sequencer:
     def ack(self, node: str, lsn: int) -> None:
         with self._cv:
             f = self.followers.get(node)
-            if f is not None and lsn > f.acked:
-                f.acked = lsn
-                f.ack_time = time.monotonic()
-                self._cv.notify_all()
+            if f is None or lsn <= f.acked:
+                return
+            f.acked = lsn
+            f.ack_time = time.monotonic()
+            self._cv.notify_all()  # Redis WAIT (Node.wait_for_followers)
+        self._deliver()
 
     def rounds_after(self, lsn: int) -> list[Round] | None:
         """Rounds with LSN > ``lsn``; None when the ring no longer holds LSN ``lsn + 1``
@@ -319,11 +370,13 @@ class Sequencer:
         with self._cv:
             self.counted = nodes
             self._cv.notify_all()
+        self._deliver()
 
     def close(self) -> None:
         with self._cv:
             self.closed = True
             self._cv.notify_all()
+            self._confirm_cv.notify_all()
             for stream in self._live:
                 stream.wake.notify()
 
