@@ -289,8 +289,14 @@ class Sequencer:
                     if not ready:
                         self._delivering = False
                         return
+                failed: BaseException | None = None
                 for callback, outcome in ready:
-                    callback(outcome)
+                    try:
+                        callback(outcome)
+                    except BaseException as exc:  # noqa: BLE001 - the rest are still called
+                        failed = failed or exc
+                if failed is not None:
+                    raise failed
         except BaseException:
             with self._cv:
                 self._delivering = False
