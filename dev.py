@@ -25,6 +25,7 @@ skipped (tests/conftest.py).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -185,7 +186,8 @@ def main() -> int:
     try:
         rc = _pytest(pure, "0")
     except BaseException:  # Ctrl-C: the build (and its compiler) go too
-        os.killpg(build.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # (it may have ended already)
+            os.killpg(build.pid, signal.SIGKILL)
         build.wait()
         raise
     built = build.wait() == 0
