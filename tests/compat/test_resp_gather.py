@@ -173,15 +173,15 @@ def test_a_client_blocked_on_the_key_is_served_as_without_batches(
 
 def test_concurrent_clients_get_the_replies_of_some_serial_order(
         servers: tuple[int, int]) -> None:
-    """Sixteen clients pushing and popping at once, unsynchronised (so their commands meet
-    in the loop's passes and run gathered): every LPUSH reply is the length right after
-    one push, so the replies across all clients are distinct, and the pops return each
-    pushed value once."""
+    """Sixteen clients pushing and popping at once, unsynchronised (so their commands may
+    meet in the loop's passes and run gathered): every LPUSH reply is the length right
+    after one push, so the replies across all clients are distinct, and the pops return
+    each pushed value once. (Whether any ran gathered here is up to the scheduler; the
+    held-and-released scenarios above are the ones that assert gathering happens.)"""
     port = servers[0]
     admin = RawClient(port)
     try:
         admin.call("DEL", "cq")
-        before = gathered(admin)
     finally:
         admin.close()
     clients, per = 16, 200
@@ -210,6 +210,5 @@ def test_concurrent_clients_get_the_replies_of_some_serial_order(
     admin = RawClient(port)
     try:
         assert admin.call("LLEN", "cq") == b":0\r\n"
-        assert gathered(admin) > before  # some ran in a batch with another client's
     finally:
         admin.close()
