@@ -400,6 +400,120 @@ def split_entries(buf: bytes | memoryview, start: int = 0, end: int | None = Non
     return offsets
 
 
+IndexRow = tuple[int, str, list[str]]
+
+
+def index_entries(joined: bytes) -> tuple[list[int], list[IndexRow]]:
+    """One pass over joined entries for rebuilding the index (recovery, a follower's
+    apply): the entries' offsets plus the end offset (as :func:`split_entries`), and
+    ``(position, type, tags)`` per entry (as :func:`types_and_tags`), read off the wire
+    format directly instead of through protobuf objects (~1 us an event saved).
+
+    What it returns is checked as the protobuf parser would (the wire structure, UTF-8 of
+    the type and tags); the fields the index does not use (data, uuid, metadata,
+    tracking) are stepped over and left to the reader's decode. An entry not laid out
+    as this store writes them (fields other than these, an event field twice) is read by
+    the protobuf parser instead, so the rows are the parser's in every case.
+
+    :raises ValueError, IndexError: the bytes are not whole entries.
+    """
+    end = len(joined)
+    offsets: list[int] = []
+    rows: list[IndexRow] = []
+    pos = 0
+    while pos < end:
+        if joined[pos] != 0x0A:
+            raise ValueError(f"bad entry tag {joined[pos]:#x} at {pos}")
+        offsets.append(pos)
+        n = joined[pos + 1] if pos + 1 < end else 0x80
+        if n < 0x80:
+            pos += 2
+        else:
+            n, pos = read_varint(joined, pos + 1)
+        stop = pos + n
+        if stop > end:
+            raise ValueError("entry overruns its frame")
+        position = 0
+        etype = ""
+        tags: list[str] = []
+        had_event = False
+        while pos < stop:
+            key = joined[pos]
+            if key == 0x08:  # position
+                position, pos = read_varint(joined, pos + 1)
+                continue
+            if (key != 0x12 and key != 0x1A) or (had_event and key == 0x12):  # noqa: PLR1714
+                return split_entries(joined), _parsed_rows(joined)
+            m = joined[pos + 1] if pos + 1 < stop else 0x80
+            if m < 0x80:
+                pos += 2
+            else:
+                m, pos = read_varint(joined, pos + 1)
+            inner = pos + m
+            if inner > stop:
+                raise ValueError("field overruns its entry")
+            if key == 0x12:  # the event: its type and tags
+                had_event = True
+                while pos < inner:
+                    k = joined[pos]
+                    if k & 7 != 2 or k >= 0x80:  # noqa: PLR2004 - every Event field is
+                        # length-delimited and numbered below 16 (a one-byte key)
+                        return split_entries(joined), _parsed_rows(joined)
+                    f = joined[pos + 1] if pos + 1 < inner else 0x80
+                    if f < 0x80:
+                        pos += 2
+                    else:
+                        f, pos = read_varint(joined, pos + 1)
+                    if pos + f > inner:
+                        raise ValueError("field overruns its event")
+                    if k == 0x0A:
+                        etype = joined[pos : pos + f].decode()
+                    elif k == 0x12:
+                        tags.append(joined[pos : pos + f].decode())
+                    pos += f
+            pos = inner
+        if pos != stop:
+            raise ValueError("field overruns its entry")
+        rows.append((position, etype, tags))
+    offsets.append(end)
+    return offsets, rows
+
+
+def _parsed_rows(joined: bytes) -> list[IndexRow]:
+    return [(p, t, list(tags)) for p, t, tags in types_and_tags(joined)]
+
+
+# Compiled (mypyc), the wire scan above is ~3x faster than protobuf objects; interpreted,
+# it is slower than they are, so the interpreted build keeps them.
+_COMPILED = not __file__.endswith(".py")
+
+
+def entries_for_index(joined: bytes) -> tuple[list[int], Sequence[tuple[int, str, Sequence[str]]]]:
+    """``(offsets, rows)`` of joined entries for the index: :func:`index_entries` where
+    this module is compiled, the protobuf parser's otherwise (the same values)."""
+    if _COMPILED:
+        return index_entries(joined)
+    return split_entries(joined), list(types_and_tags(joined))
+
+
+def fold_rows(rows: Sequence[tuple[int, str, Sequence[str]]], names: dict[str, int],
+              ids: list[int], postings: dict[str, list[int]]) -> None:
+    """Add rows to an index being built: each row's type id (numbered in order of first
+    appearance in ``names``) to ``ids``, its position to each of its tags' postings (once,
+    however often the tag is repeated)."""
+    for p, t, tags in rows:
+        tid = names.get(t)
+        if tid is None:
+            tid = names[t] = len(names)
+        ids.append(tid)
+        for tag in tags:
+            lst = postings.get(tag)
+            if lst is None:
+                postings[tag] = [p]
+            elif lst[-1] != p:
+                lst.append(p)
+
+
 def decode_entries(joined: bytes) -> list[SequencedEvent]:
     """Decode joined entries in bulk (protobuf C parser), then wrap them."""
     msg = pb.ReadResponse.FromString(joined)

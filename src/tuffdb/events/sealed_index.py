@@ -103,28 +103,17 @@ def scan_segment(
             )
         body = payload[EVENTS_HEADER_SIZE:]
         try:
-            offs = codec.split_entries(body)
-            rows = list(codec.types_and_tags(body))
+            offs, rows = codec.entries_for_index(body)
         except Exception as exc:
             raise CorruptionError(f"undecodable events frame: {exc}", path=path,
                                   offset=f.offset) from None
-        if len(rows) != count or len(offs) != count + 1 or rows[0][0] != first:
+        if len(rows) != count or len(offs) != count + 1 or (count and rows[0][0] != first):
             raise CorruptionError("events frame count mismatch", path=path, offset=f.offset)
         o = np.asarray(offs, np.int64)
         frame_addrs.append(frame_to_addr + f.offset)
         addrs.append(o[:-1] + (to_addr + f.offset))
         lens.append(np.diff(o))
-        for p, t, tags in rows:
-            tid = names.get(t)
-            if tid is None:
-                tid = names[t] = len(names)
-            ids.append(tid)
-            for tag in tags:
-                lst = postings.get(tag)
-                if lst is None:
-                    postings[tag] = [p]
-                elif lst[-1] != p:
-                    lst.append(p)
+        codec.fold_rows(rows, names, ids, postings)
         head += count
     empty = np.empty(0, np.int64)
     return SegmentIndex(
