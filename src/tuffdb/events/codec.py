@@ -425,11 +425,7 @@ def index_entries(joined: bytes) -> tuple[list[int], list[IndexRow]]:
         if joined[pos] != 0x0A:
             raise ValueError(f"bad entry tag {joined[pos]:#x} at {pos}")
         offsets.append(pos)
-        n = joined[pos + 1] if pos + 1 < end else 0x80
-        if n < 0x80:
-            pos += 2
-        else:
-            n, pos = read_varint(joined, pos + 1)
+        n, pos = _field_length(joined, pos, end)
         stop = pos + n
         if stop > end:
             raise ValueError("entry overruns its frame")
@@ -444,11 +440,7 @@ def index_entries(joined: bytes) -> tuple[list[int], list[IndexRow]]:
                 continue
             if (key != 0x12 and key != 0x1A) or (had_event and key == 0x12):  # noqa: PLR1714
                 return split_entries(joined), _parsed_rows(joined)
-            m = joined[pos + 1] if pos + 1 < stop else 0x80
-            if m < 0x80:
-                pos += 2
-            else:
-                m, pos = read_varint(joined, pos + 1)
+            m, pos = _field_length(joined, pos, stop)
             inner = pos + m
             if inner > stop:
                 raise ValueError("field overruns its entry")
@@ -459,11 +451,7 @@ def index_entries(joined: bytes) -> tuple[list[int], list[IndexRow]]:
                     if k & 7 != 2 or k >= 0x80:  # noqa: PLR2004 - every Event field is
                         # length-delimited and numbered below 16 (a one-byte key)
                         return split_entries(joined), _parsed_rows(joined)
-                    f = joined[pos + 1] if pos + 1 < inner else 0x80
-                    if f < 0x80:
-                        pos += 2
-                    else:
-                        f, pos = read_varint(joined, pos + 1)
+                    f, pos = _field_length(joined, pos, inner)
                     if pos + f > inner:
                         raise ValueError("field overruns its event")
                     if k == 0x0A:
@@ -477,6 +465,15 @@ def index_entries(joined: bytes) -> tuple[list[int], list[IndexRow]]:
         rows.append((position, etype, tags))
     offsets.append(end)
     return offsets, rows
+
+
+def _field_length(buf: bytes, pos: int, limit: int) -> tuple[int, int]:
+    """``(length, where its bytes start)`` of the length-delimited field whose one-byte
+    key is at ``pos`` (a length under 128 is one byte: read inline)."""
+    n = buf[pos + 1] if pos + 1 < limit else 0x80
+    if n < 0x80:
+        return n, pos + 2
+    return read_varint(buf, pos + 1)
 
 
 def _parsed_rows(joined: bytes) -> list[IndexRow]:
