@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+from google.protobuf.message import DecodeError
 
 from tuffdb.events import Event, EventStore, Query, QueryItem, TrackingInfo
 from tuffdb.events import codec
@@ -99,10 +100,14 @@ def test_long_fields_take_multi_byte_lengths() -> None:
     entry(b"\x08\x05" + ld(0x12, ld(0x0A, b"\xff\xfe"))),  # a type that is not UTF-8
     entry(b"\x08\x05" + ld(0x12, ld(0x12, b"\xc3"))),  # a tag that is not UTF-8
     entry(b"\x08"),  # a position without its varint
+    entry(b"\x08\x05" + ld(0x12, ld(0x0A, b"T") + ld(0x02, b"z"))),  # an event field 0
+    entry(b"\x02\x01z" + b"\x08\x05"),  # an entry field 0
 ])
 def test_what_is_not_whole_entries_is_refused(joined: bytes) -> None:
-    with pytest.raises((ValueError, IndexError)):
+    with pytest.raises((ValueError, IndexError, DecodeError)):
         codec.index_entries(joined)
+    with pytest.raises((ValueError, IndexError, DecodeError)):
+        by_parser(joined)  # the parser refuses them too
 
 
 def test_a_store_rebuilt_from_its_log_reads_as_written(tmp_path: Path) -> None:

@@ -448,8 +448,9 @@ def index_entries(joined: bytes) -> tuple[list[int], list[IndexRow]]:
                 had_event = True
                 while pos < inner:
                     k = joined[pos]
-                    if k & 7 != 2 or k >= 0x80:  # noqa: PLR2004 - every Event field is
-                        # length-delimited and numbered below 16 (a one-byte key)
+                    if k & 7 != 2 or k >= 0x80 or k < 0x08:  # noqa: PLR2004 - every Event
+                        # field is length-delimited and numbered 1 to 15 (a one-byte key);
+                        # the parser refuses field 0
                         return split_entries(joined), _parsed_rows(joined)
                     f, pos = _field_length(joined, pos, inner)
                     if pos + f > inner:
