@@ -34,6 +34,13 @@ from tuffdb.server.umadb import health_v1_pb2 as hpb
 from tuffdb.events import umadb_v1_pb2 as pb
 from tuffdb.server.umadb import wire
 
+# A cluster leader keeps at most this many passes' rounds waiting for their followers'
+# confirmation: appends arriving meanwhile gather into the next pass, committed when the
+# round in flight is confirmed (or refused), or LINGER_S after the first of them arrived,
+# whichever comes first (DCBService._commit_pass).
+ROUNDS_IN_FLIGHT = 1
+LINGER_S = 0.005
+
 SERVICE = "umadb.v1.DCB"
 LEGACY_SERVICE = "umadb.UmaDBService"
 HEALTH_SERVICE = "grpc.health.v1.Health"
@@ -84,6 +91,10 @@ class DCBService:
         self._bearer = f"Bearer {api_key}".encode() if api_key else None
         self._stopping = False
         self._pass: list[tuple[Call, Future[int] | Settled]] = []
+        self._commit_soon = False  # _commit_pass is scheduled
+        self._in_flight = 0  # passes committed whose last append awaits followers
+        self._linger: asyncio.TimerHandle | None = None
+        self.linger_s = LINGER_S
         self.parked = Parked(loop)
         store.add_listener(self.parked.wake_threadsafe)
 
@@ -119,9 +130,14 @@ class DCBService:
         if fut.done():  # nothing to write (an empty append)
             self._settle(call, fut)
             return
-        if not self._pass:
-            self.loop.call_soon(self._commit_pass)
         self._pass.append((call, fut))
+        if self._commit_soon:
+            return
+        if self._in_flight < ROUNDS_IN_FLIGHT:
+            self._commit_soon = True
+            self.loop.call_soon(self._commit_pass)
+        elif self._linger is None:
+            self._linger = self.loop.call_later(self.linger_s, self._commit_pass)
 
     def _forward_append(self, call: Call, raw: bytes, node: Any) -> None:
         """A cluster follower passes the append on to the leader and answers with the
@@ -156,16 +172,57 @@ class DCBService:
         events/s, b512 x 16 257k-271k vs 249k-262k, b1 x 64 within its run-to-run spread.
         The cost: reads wait while a commit runs. ``commit_deferred`` settles every
         request, with its error if the commit failed (``Writer.commit_now``).
+
+        On a cluster leader a round is answered once its followers confirm it, and every
+        round costs both nodes the same fixed work (write, fsync, ship; the follower's
+        apply, fsync, acked-file write and acknowledgement). While ``ROUNDS_IN_FLIGHT``
+        rounds wait, the appends that arrive gather instead of going out in rounds of
+        their own: the next pass is committed when the round in flight is settled, or
+        ``LINGER_S`` after the first of them, so a follower that stalls delays them by at
+        most that. Measured on sync1 clusters (the replication bench's events load,
+        64-event appends, one build with and without, alternating): 16 writers 9 pairs,
+        medians 113.6k -> 125.8k events/s (7 pairs up) with less CPU an event on both
+        nodes; 4 writers 78.5k/78.9k -> 83.7k/85.2k; 2 writers 60.1k/62.4k ->
+        56.3k/61.9k (a round rarely waits there).
         """
+        self._commit_soon = False
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
         done, self._pass = self._pass, []
+        if not done:
+            return
         self.store.commit_deferred()
+        last = next((f for _, f in reversed(done) if not f.done()), None)
         for call, fut in done:
             if fut.done():
                 self._settle(call, fut)
-            else:
+            elif fut is last:
                 # A cluster leader: written and fsynced; answered once followers confirm
-                # (on the confirmer thread), while this loop serves on.
+                # (on the confirmer thread), while this loop serves on, gathering the
+                # next pass until then (ROUNDS_IN_FLIGHT): the last append of the round
+                # is confirmed last, so its confirmation frees the window.
+                self._in_flight += 1
+                fut.on_done(functools.partial(  # type: ignore[union-attr]
+                    self._confirmed_threadsafe, call, fut, [False]))
+            else:
                 fut.on_done(functools.partial(self._settle_threadsafe, call, fut))  # type: ignore[union-attr]
+
+    def _confirmed_threadsafe(self, call: Call, fut: Future[int] | Settled,
+                              once: list[bool]) -> None:
+        self.loop.call_soon_threadsafe(self._confirmed, call, fut, once)
+
+    def _confirmed(self, call: Call, fut: Future[int] | Settled, once: list[bool]) -> None:
+        """The last append of a round in flight is settled (confirmed or refused): answer
+        it, and commit the appends gathered meanwhile. ``once``: ``on_done`` may call
+        back twice (it says so); the window is freed once."""
+        self._settle(call, fut)
+        if once[0]:
+            return
+        once[0] = True
+        self._in_flight -= 1
+        if self._pass and not self._commit_soon and self._in_flight < ROUNDS_IN_FLIGHT:
+            self._commit_pass()
 
     def _settle_threadsafe(self, call: Call, fut: Future[int] | Settled) -> None:
         self.loop.call_soon_threadsafe(self._settle, call, fut)
