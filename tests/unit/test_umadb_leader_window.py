@@ -63,6 +63,15 @@ class Leader:
         assert svc is not None
         return len(svc._pass)  # noqa: SLF001
 
+    def round_in_flight(self, linger_s: float) -> Future[int]:
+        """Set the face's linger, then append one event whose round waits in flight."""
+        svc = self.face._svc  # noqa: SLF001
+        assert svc is not None
+        svc.linger_s = linger_s
+        first = self.append("first")
+        self.wait_held(1)
+        return first
+
     def append(self, tag: str) -> Future[int]:
         body = pb.AppendRequest(events=[pb.Event(event_type="t", data=b"x", tags=[tag])])
         return self.pool.submit(self._append, body.SerializeToString())
@@ -94,10 +103,7 @@ def leader(tmp_path: Path) -> Iterator[Leader]:
 
 def test_appends_arriving_while_a_round_waits_go_out_together_once_it_is_confirmed(
         leader: Leader) -> None:
-    assert leader.face._svc is not None  # noqa: SLF001
-    leader.face._svc.linger_s = 600.0  # noqa: SLF001 - only the confirmation frees them here
-    a = leader.append("a")
-    leader.wait_held(1)
+    a = leader.round_in_flight(linger_s=600.0)  # only the confirmation frees them here
     b, c = leader.append("b"), leader.append("c")
     leader.wait_gathered(2)
     assert len(leader.rounds) == 1  # b and c wait: one round is in flight
@@ -112,10 +118,7 @@ def test_appends_arriving_while_a_round_waits_go_out_together_once_it_is_confirm
 
 
 def test_appends_wait_for_a_round_in_flight_at_most_the_linger(leader: Leader) -> None:
-    assert leader.face._svc is not None  # noqa: SLF001
-    leader.face._svc.linger_s = 0.05  # noqa: SLF001
-    a = leader.append("a")
-    leader.wait_held(1)
+    a = leader.round_in_flight(linger_s=0.05)
     b = leader.append("b")
     leader.wait_held(2)  # b's round went out while a's still waits
     assert len(leader.rounds) == 2
@@ -126,10 +129,7 @@ def test_appends_wait_for_a_round_in_flight_at_most_the_linger(leader: Leader) -
 
 
 def test_a_refused_round_frees_the_window(leader: Leader) -> None:
-    assert leader.face._svc is not None  # noqa: SLF001
-    leader.face._svc.linger_s = 600.0  # noqa: SLF001
-    a = leader.append("a")
-    leader.wait_held(1)
+    a = leader.round_in_flight(linger_s=600.0)
     b = leader.append("b")
     leader.wait_gathered(1)
     leader.held[0](NotEnoughReplicasError("no follower confirmed it in time"))
