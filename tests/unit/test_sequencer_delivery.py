@@ -19,6 +19,18 @@ WAIT_S = 30.0  # a bound on waiting for an event that must come, not a timing as
 Make = Callable[..., Sequencer]
 
 
+class Outcomes:
+    """A round's callback that records each outcome and sets ``called``."""
+
+    def __init__(self) -> None:
+        self.got: list[BaseException | None] = []
+        self.called = threading.Event()
+
+    def __call__(self, exc: BaseException | None) -> None:
+        self.got.append(exc)
+        self.called.set()
+
+
 @pytest.fixture
 def sequencer() -> Iterator[Make]:
     """Sequencers of a leader whose rounds need follower n2's acknowledgement; closed after
@@ -73,17 +85,11 @@ def test_a_round_nobody_acknowledges_is_refused_at_its_deadline(
         sequencer: Make) -> None:
     seq = sequencer(timeout_s=0.05)
     tap, later = seq.tap("kv"), seq.confirm_later("kv")
-    refused = threading.Event()
-    got: list[BaseException | None] = []
-
-    def first(exc: BaseException | None) -> None:
-        got.append(exc)
-        refused.set()
-
+    first = Outcomes()
     tap([("log/a", 0, b"x")])
     later(first)
-    assert refused.wait(WAIT_S)  # the confirmer delivers it once the deadline passed
-    assert isinstance(got[0], NotEnoughReplicasError)
+    assert first.called.wait(WAIT_S)  # the confirmer delivers it once the deadline passed
+    assert isinstance(first.got[0], NotEnoughReplicasError)
     assert seq.confirmed == 0
 
 
@@ -158,18 +164,12 @@ def test_rounds_registered_and_acknowledged_from_racing_threads_are_called_back_
 def test_close_refuses_what_is_still_waiting_and_the_confirmer_ends(sequencer: Make) -> None:
     seq = sequencer()
     tap, later = seq.tap("kv"), seq.confirm_later("kv")
-    refused = threading.Event()
-    got: list[BaseException | None] = []
-
-    def callback(exc: BaseException | None) -> None:
-        got.append(exc)
-        refused.set()
-
+    callback = Outcomes()
     tap([("log/a", 0, b"x")])
     later(callback)
     seq.close()
-    assert refused.wait(WAIT_S)
-    assert isinstance(got[0], NotLeaderError)
+    assert callback.called.wait(WAIT_S)
+    assert isinstance(callback.got[0], NotLeaderError)
     confirmer = seq._confirmer  # noqa: SLF001
     assert confirmer is not None
     confirmer.join(WAIT_S)

@@ -53,8 +53,6 @@ class Leader:
     def wait_gathered(self, n: int) -> None:
         """Until ``n`` appends wait in the face's next pass (polled on the loop)."""
         deadline = time.monotonic() + WAIT_S
-        svc = self.face._svc  # noqa: SLF001
-        assert svc is not None
         while asyncio.run_coroutine_threadsafe(self._pass_len(), self.loop).result() < n:
             assert time.monotonic() < deadline, "the appends never reached the face"
 
