@@ -86,6 +86,7 @@ HOT_MODULES = (
     "tuffdb/documents/search.py",
     "tuffdb/documents/search_index.py",
     "tuffdb/documents/vector/flat.py",
+    "tuffdb/documents/vector/engine.py",
     "tuffdb/documents/fulltext/postings.py",
     "tuffdb/documents/fulltext/analyzer.py",
     "tuffdb/documents/fulltext/scoring.py",

@@ -8,6 +8,7 @@ Scores are similarities, higher is better, the same for both algorithms:
 from __future__ import annotations
 
 import contextlib
+import math
 from itertools import chain
 from typing import Any
 
@@ -35,7 +36,9 @@ def as_vector(value: Any, dimension: int | None, what: str = "vector") -> np.nda
         raise IntegrityError(
             f"{what} has {arr.size} dimensions; this index holds {dimension}", condition="vector"
         )
-    if not np.isfinite(arr).all():
+    # a finite sum of squares means every entry is finite (NaN and infinity carry into
+    # it); one dot product, the full check only when it is not (or overflowed)
+    if not math.isfinite(float(arr @ arr)) and not np.isfinite(arr).all():
         raise IntegrityError(f"{what} holds NaN or infinity", condition="vector")
     return arr
 

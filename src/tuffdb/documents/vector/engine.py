@@ -130,6 +130,7 @@ class VectorEngine:
         self.lock = threading.Lock()
         self.idle = threading.Condition(self.lock)
         self.graph: Any = None
+        self.graph_ef = 0  # the ef last set on the graph by a search (0: not known)
         self.label_rid: list[str | None] = []  # graph label -> id (None: a dead label)
         self.rid_label: dict[str, int] = {}  # ids whose current vector is in the graph
         self.pending: dict[str, int] = {}  # ids waiting for (or being added to) the graph
@@ -243,6 +244,7 @@ class VectorEngine:
         g.init_index(max_elements=max(1024, 2 * len(self.flat)), M=self.m,
                      ef_construction=self.ef_construction, random_seed=42)
         self.graph, self.label_rid, self.rid_label, self.dead_labels = g, [], {}, 0
+        self.graph_ef = 0
         ids = self.flat.ids
         rng = np.random.default_rng(len(ids))
         picked: list[int] = (rng.choice(len(ids), SAMPLE, replace=False).tolist()
@@ -343,6 +345,8 @@ class VectorEngine:
         for ef in EF_LADDER:
             with self.lock:
                 graph.set_ef(ef)
+                if graph is self.graph:
+                    self.graph_ef = ef  # what a search finds set
                 t = time.perf_counter()
                 labels, _ = graph.knn_query(queries, k=CALIBRATION_K, num_threads=1)
                 secs = (time.perf_counter() - t) / len(picked)
@@ -460,7 +464,10 @@ class VectorEngine:
                       allowed: Collection[str] | None) -> list[tuple[str, float]]:
         names = self.label_rid
         want = min(k, len(self.rid_label))
-        self.graph.set_ef(max(ef, want))
+        ef = max(ef, want)
+        if ef != self.graph_ef:  # (a call into hnswlib per search otherwise)
+            self.graph.set_ef(ef)
+            self.graph_ef = ef
         try:
             if allowed is None:
                 labels, dist = self.graph.knn_query(q, k=want, num_threads=1)
@@ -470,7 +477,7 @@ class VectorEngine:
                     q, k=want, num_threads=1, filter=lambda lb: names[lb] in ok)
         except RuntimeError:  # the filtered walk found fewer than k: score exactly
             return self.flat.top(prepared, k, allowed=allowed)
-        scores = self._score(dist[0]).tolist()  # best first, as hnswlib returns them
+        scores = self._scores(dist[0].tolist())  # best first, as hnswlib returns them
         ranked = [(rid, s) for rid, s in zip(map(names.__getitem__, labels[0].tolist()), scores,
                                              strict=True) if rid is not None]
         # not in the graph, scored exactly: the holdout (its own small matrix) and the queue;
@@ -492,10 +499,11 @@ class VectorEngine:
             return self.flat.top(prepared, k, allowed=allowed)
         return ranked[:k]
 
-    def _score(self, distances: np.ndarray) -> np.ndarray:
-        if self.metric == "euclidean":
-            return np.asarray(1.0 / (1.0 + np.sqrt(np.maximum(distances, 0.0))))
-        return np.asarray(1.0 - distances)  # cosine: 1 - cos; ip: 1 - dot
+    def _scores(self, distances: list[float]) -> list[float]:
+        """hnswlib's distances of one query as scores (a few of them: a plain loop)."""
+        if self.metric == "euclidean":  # l2 is the squared distance
+            return [1.0 / (1.0 + math.sqrt(max(d, 0.0))) for d in distances]
+        return [1.0 - d for d in distances]  # cosine: 1 - cos; ip: 1 - dot
 
     def stats(self) -> dict[str, Any]:
         with self.lock:

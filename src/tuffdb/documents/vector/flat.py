@@ -24,7 +24,11 @@ if TYPE_CHECKING:
 
 
 def _normalised(v: np.ndarray) -> np.ndarray:
-    n = math.sqrt(float(v @ v))
+    sq = float(v @ v)
+    if not math.isfinite(sq):  # entries past ~1.8e19 overflow float32's sum: scale first
+        v = v / float(np.abs(v).max())
+        sq = float(v @ v)
+    n = math.sqrt(sq)
     return v / n if n > 0 else v
 
 
