@@ -180,18 +180,40 @@ def test_updates_and_deletes_are_seen_at_once_while_the_graph_catches_up(db: Dat
     assert stats["graph"]["vectors"] + stats["graph"]["holdout"] == 4000
 
 
-def test_the_holdout_is_topped_up_after_deletes_and_the_graph_stays_whole(db: Database) -> None:
+def test_the_holdout_joins_the_graph_and_the_next_one_comes_from_queued_writes(
+        db: Database) -> None:
     data, _ = make("gaussian", 5000, 16, seed=11)
     emb = load(db, data[:4000], {"full_scan_threshold_kb": 0})
-    emb.search_stats(settle=60)
+    first = emb.search_stats(settle=60)["vectors"][0]
     engine = state_for(emb).vectors["v", "cosine"].index
-    for rid in sorted(engine.holdout)[:150]:
+    # calibrated on 200 vectors the graph had not seen, which then joined it
+    assert first["calibration"]["sample"] == 200 and first["graph"]["holdout"] == 0
+    assert first["graph"]["vectors"] == 4000 and not engine.holdout
+    for rid in [str(i) for i in range(150)]:
         emb.delete(rid)
     emb.insert_many([{"id": f"{i}", "v": Vector(data[i].tolist())} for i in range(4000, 5000)])
     stats = emb.search_stats(settle=60)["vectors"][0]
     graph, cal = stats["graph"], stats["calibration"]
     assert stats["vectors"] == 4850
-    assert graph["holdout"] == 200 and cal["sample"] == 200
-    assert graph["vectors"] + graph["holdout"] == 4850
+    assert cal["at"] > first["calibration"]["at"] and cal["sample"] == 200  # recalibrated
+    assert cal["vectors"] == 4650  # measured before its 200 queries (new writes) joined
+    assert graph["holdout"] == 0 and graph["vectors"] == 4850 and graph["pending"] == 0
     q = data[4500].tolist()
     assert emb.search("", vector=q, vector_k=1, ef_search=32)["results"][0]["record"]["id"] == "4500"
+
+
+def test_deletes_alone_keep_the_calibration_and_the_graph_in_use(db: Database) -> None:
+    data, queries = make("gaussian", 4000, 16, seed=12)
+    emb = load(db, data, {"full_scan_threshold_kb": 0})
+    before = emb.search_stats(settle=60)["vectors"][0]["calibration"]
+    q = queries[0].tolist()
+    planned = emb.search("", vector=q, vector_k=10, explain=True)["explain"]["vector"]
+    for rid in [str(i) for i in range(0, 4000, 4)]:  # a quarter: past the recalibration point
+        emb.delete(rid)
+    stats = emb.search_stats(settle=60)["vectors"][0]
+    assert stats["vectors"] == 3000 and stats["graph"]["holdout"] == 0
+    assert stats["calibration"]["curve"] == before["curve"]  # no unseen queries to measure
+    out = emb.search("", vector=q, vector_k=10, explain=True)
+    plan = out["explain"]["vector"]
+    assert plan["method"] == planned["method"] and plan["reason"] == planned["reason"], plan
+    assert len(out["results"]) == 10 and all(int(r["record"]["id"]) % 4 for r in out["results"])

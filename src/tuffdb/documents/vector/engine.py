@@ -13,14 +13,19 @@ label, and the graph is rebuilt from the flat rows once dead labels outnumber li
 
 **Calibration.** Once the queue is drained and the graph has changed by more than
 ``RECALIBRATE_FRACTION`` since the last calibration (or was never calibrated), the
-builder draws ``SAMPLE`` stored vectors as queries, finds their exact top ``CALIBRATION_K``
+builder takes ``SAMPLE`` held-out vectors as queries, finds their exact top ``CALIBRATION_K``
 (themselves excluded) with the flat index, and walks an ``ef`` ladder recording recall@10
 and the time per query, up to recall ``CURVE_STOP`` or until hnsw costs more than the
 exact scan. A search with a recall target ``r`` then takes the smallest ef whose measured
 recall is >= ``r`` plus ``Z_MARGIN`` standard errors of that measurement (the spread of
 the sample's per-query recalls; at least ``MARGIN``), and searches exactly instead when no
 ef reaches it or the exact scan measured cheaper. Until the first calibration, searches
-are exact.
+are exact. The queries are a *holdout*: vectors kept out of the graph (scored exactly
+meanwhile) until the calibration has used them, then added to it, so a search in steady
+state scores nothing on the side. The first holdout is drawn from all vectors when the
+graph is made; each later one from the builder's queue once the changes made and queued
+reach the recalibration point (:meth:`_reserve`). With too few (deletes alone) the
+curve stands.
 
 **Filters** (``allowed`` ids) are applied during the search: an allowed set small enough
 for a full scan (the same byte threshold) is scored exactly; otherwise hnswlib walks the
@@ -282,7 +287,10 @@ class VectorEngine:
                 chunk: list[tuple[str, int]] = []
             else:
                 graph = self.graph
+                self._reserve()
                 chunk = list(itertools.islice(self.pending.items(), CHUNK))
+                if not chunk:  # the reserve took the whole queue
+                    return True
                 self.in_flight = {label for _, label in chunk}
                 data = self.flat.vectors([rid for rid, _ in chunk])
                 need = chunk[-1][1] + 1
@@ -308,24 +316,53 @@ class VectorEngine:
                 self.changes += 1
         return True
 
+    def _reserve(self) -> None:
+        """Hold out queued vectors for the next calibration (under the lock).
+
+        Once the changes made and queued reach the recalibration point, vectors drawn at
+        random from the queue stay out of the graph (scored exactly meanwhile) until
+        :data:`SAMPLE` are held: the next calibration's queries, unseen by the graph."""
+        c = self.calibration
+        short = SAMPLE - len(self.holdout)
+        if (c is None or short <= 0 or len(self.rid_label) + len(self.pending) < 2 * SAMPLE
+                or self.changes + len(self.pending) <= RECALIBRATE_FRACTION * max(c.vectors, 1)):
+            return  # (a graph too small to calibrate draws none, as _new_graph)
+        free = [rid for rid, label in self.pending.items() if label not in self.in_flight]
+        if len(free) > short:
+            rng = np.random.default_rng(len(self.label_rid))
+            free = [free[i] for i in rng.choice(len(free), short, replace=False).tolist()]
+        for rid in free:
+            self.label_rid[self.pending.pop(rid)] = None  # never reached the graph
+            self.holdout.add(rid)
+        if free:
+            self.outside.add_many(free, self.flat.vectors(free))
+
+    def _release(self) -> None:
+        """After a calibration: the holdout joins the graph (under the lock), so searches
+        stop scoring it on the side; its inserts do not count as changes."""
+        released = sorted(self.holdout)
+        for rid in released:
+            self.pending[rid] = self._new_label(rid)
+        self.holdout = set()
+        self.outside = FlatIndex(self.metric, self.dimension)
+        self.changes -= len(released)
+
     def _calibrate(self, graph: Any) -> None:
         """Measure recall@10 per ef with the held-out vectors as queries (see the docstring)."""
         started = time.perf_counter()
         with self.lock:
-            short = SAMPLE - len(self.holdout)
-            if short > 0 and len(self.rid_label) >= 2 * SAMPLE:  # deletes took some: top up
-                in_graph = list(self.rid_label)
-                for i in np.random.default_rng(len(in_graph)).choice(len(in_graph), short,
-                                                                    replace=False).tolist():
-                    self._retire(in_graph[i])
-                    self.holdout.add(in_graph[i])
-                    self.outside.add_many([in_graph[i]], self.flat.vectors([in_graph[i]]))
             picked = sorted(self.holdout)
             members, changes = len(self.rid_label), self.changes
+            if len(picked) < SAMPLE // 2 and self.calibration is not None and self.calibration.curve:
+                # no unseen queries to measure with (deletes only, or a trickle not yet
+                # reserved): the curve stands until writes bring enough
+                self.changes = 0
+                return
             if len(picked) < SAMPLE // 2 or members <= CALIBRATION_K:
                 self.calibration = Calibration(members, 0, CALIBRATION_K, [], 0.0, 0.0)
                 self.epoch += 1
                 self.changes = 0
+                self._release()
                 return
             queries = self.flat.vectors(picked)
         want: list[set[str]] = []
@@ -367,6 +404,8 @@ class VectorEngine:
             self.calibration = Calibration(members, len(picked), CALIBRATION_K, curve, exact,
                                            time.perf_counter() - started, stderr=stderr)
             self.changes -= changes
+            if graph is self.graph:
+                self._release()
 
     def close(self, timeout: float = 60.0) -> None:
         """Stop the builder (the chunk it is adding finishes; no other starts) and wait
