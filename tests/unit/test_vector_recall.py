@@ -217,3 +217,18 @@ def test_deletes_alone_keep_the_calibration_and_the_graph_in_use(db: Database) -
     plan = out["explain"]["vector"]
     assert plan["method"] == planned["method"] and plan["reason"] == planned["reason"], plan
     assert len(out["results"]) == 10 and all(int(r["record"]["id"]) % 4 for r in out["results"])
+
+
+def test_a_trickle_of_writes_gathers_the_next_holdout_and_recalibrates(db: Database) -> None:
+    data, _ = make("gaussian", 4900, 16, seed=13)
+    emb = load(db, data[:4000], {"full_scan_threshold_kb": 0})
+    first = emb.search_stats(settle=60)["vectors"][0]["calibration"]
+    # 900 writes in 30 small batches, the builder running meanwhile: past the
+    # recalibration point (20% of the 3,800 calibrated) only with the held-out ones counted
+    for start in range(4000, 4900, 30):
+        emb.insert_many([{"id": f"{i}", "v": Vector(data[i].tolist())}
+                         for i in range(start, start + 30)])
+    stats = emb.search_stats(settle=60)["vectors"][0]
+    cal, graph = stats["calibration"], stats["graph"]
+    assert cal["at"] > first["at"] and cal["sample"] >= 100  # measured on unseen writes
+    assert graph["vectors"] + graph["holdout"] == 4900 and graph["pending"] == 0

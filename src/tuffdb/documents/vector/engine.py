@@ -24,8 +24,8 @@ are exact. The queries are a *holdout*: vectors kept out of the graph (scored ex
 meanwhile) until the calibration has used them, then added to it, so a search in steady
 state scores nothing on the side. The first holdout is drawn from all vectors when the
 graph is made; each later one from the builder's queue once the changes made and queued
-reach the recalibration point (:meth:`_reserve`). With too few (deletes alone) the
-curve stands.
+reach the recalibration point (:meth:`_reserve`); a recalibration waits until at least
+half of ``SAMPLE`` are held, so with deletes alone the curve stands.
 
 **Filters** (``allowed`` ids) are applied during the search: an allowed set small enough
 for a full scan (the same byte threshold) is scored exactly; otherwise hnswlib walks the
@@ -229,9 +229,16 @@ class VectorEngine:
         return self.algorithm == "hnsw" and len(self.flat) * self.dimension * 4 > self.full_scan_bytes
 
     def _stale(self) -> bool:
+        """Whether the builder should calibrate: never yet, or the graph has changed past
+        the recalibration point and enough unseen vectors are held out to measure with
+        (the held-out ones count as changes: they are writes the graph has not taken)."""
         c = self.calibration
-        return self.graph is not None and (
-            c is None or self.changes > RECALIBRATE_FRACTION * max(c.vectors, 1))
+        if self.graph is None:
+            return False
+        if c is None:
+            return True
+        return len(self.holdout) >= SAMPLE // 2 and (
+            self.changes + len(self.holdout) > RECALIBRATE_FRACTION * max(c.vectors, 1))
 
     def _start_builder(self) -> None:
         """Start the builder thread if there is work and none runs; under the lock."""
@@ -325,7 +332,8 @@ class VectorEngine:
         c = self.calibration
         short = SAMPLE - len(self.holdout)
         if (c is None or short <= 0 or len(self.rid_label) + len(self.pending) < 2 * SAMPLE
-                or self.changes + len(self.pending) <= RECALIBRATE_FRACTION * max(c.vectors, 1)):
+                or self.changes + len(self.pending) + len(self.holdout)
+                <= RECALIBRATE_FRACTION * max(c.vectors, 1)):
             return  # (a graph too small to calibrate draws none, as _new_graph)
         free = [rid for rid, label in self.pending.items() if label not in self.in_flight]
         if len(free) > short:
@@ -354,8 +362,8 @@ class VectorEngine:
             picked = sorted(self.holdout)
             members, changes = len(self.rid_label), self.changes
             if len(picked) < SAMPLE // 2 and self.calibration is not None and self.calibration.curve:
-                # no unseen queries to measure with (deletes only, or a trickle not yet
-                # reserved): the curve stands until writes bring enough
+                # deletes took held-out vectors since _stale said yes: the curve stands
+                # until writes bring enough unseen ones
                 self.changes = 0
                 return
             if len(picked) < SAMPLE // 2 or members <= CALIBRATION_K:
