@@ -632,3 +632,28 @@ def test_shutdown_nosave_stops_an_unkillable_script_and_drops_its_writes(tmp_pat
         assert r.get("during") is None
     finally:
         assert proc.stop() == 0
+
+
+# Absolute deadlines written inside a transaction or a script, read back to the
+# millisecond: 2100-01-01 plus odd milliseconds (PEXPIRETIME / EXPIRETIME are exact in
+# Redis; a buffered write once went through a relative TTL and could land 1 ms early).
+_AT_MS = [str(4102444800000 + ms) for ms in (1, 123, 457, 999)]
+DEADLINE_CASES: list[tuple[str, ...]] = [
+    ("MULTI",), ("SET", "a", "v", "PXAT", _AT_MS[0]), ("SET", "b", "v", "EXAT", "4102444801"),
+    ("SET", "c", "v"), ("PEXPIREAT", "c", _AT_MS[1]), ("SET", "d", "v"),
+    ("GETEX", "d", "PXAT", _AT_MS[2]), ("PEXPIRETIME", "a"), ("PEXPIRETIME", "c"), ("EXEC",),
+    ("PEXPIRETIME", "a"), ("EXPIRETIME", "b"), ("PEXPIRETIME", "c"), ("PEXPIRETIME", "d"),
+    ("EVAL", "redis.call('SET', KEYS[1], 'v', 'PXAT', ARGV[1]) "
+             "redis.call('SET', KEYS[2], 'v', 'KEEPTTL') "
+             "return redis.call('PEXPIRETIME', KEYS[1])", "2", "e", "a", _AT_MS[3]),
+    ("PEXPIRETIME", "e"), ("PEXPIRETIME", "a"),
+    ("EVAL", "redis.call('PEXPIREAT', KEYS[1], ARGV[1]) "
+             "return redis.call('PEXPIRETIME', KEYS[1])", "1", "d", _AT_MS[1]),
+    ("PEXPIRETIME", "d"),
+]
+
+
+def test_deadlines_set_in_transactions_and_scripts_are_kept_to_the_millisecond(
+        servers: tuple[int, int]) -> None:
+    for _ in range(5):  # the old rounding depended on the clock's reading: several tries
+        compare(servers, DEADLINE_CASES, exact=True)

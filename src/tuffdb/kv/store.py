@@ -69,6 +69,21 @@ class _KeepTTL:
 
 
 KEEP_TTL = _KeepTTL()  # write_batch: the put keeps the key's current TTL (if any)
+
+
+class Deadline:
+    """write_batch: the put expires at ``ms`` (Unix time in milliseconds, kept exactly, as
+    :meth:`KVStore.expire_at`); one already passed leaves the key deleted."""
+
+    __slots__ = ("ms",)
+
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def __repr__(self) -> str:
+        return f"Deadline({self.ms})"
+
+
 # Invariant: the literals in get() and _load_block() are these layout constants.
 assert (SEGMENT_SHIFT, BLOCK_SHIFT, BLOCK_BITS, VALUE_BITS, OFFSET_BITS) == (80, 48, 32, 28, 20)
 # A location's offset and length bits. Locations are ints over 2^80 (the segment id is
@@ -292,6 +307,10 @@ class KVStore(MutableMapping[bytes, bytes]):
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
+
+    def now_ms(self) -> int:
+        """The store's clock, Unix time in milliseconds: what expiry deadlines are read on."""
+        return self._now_ms()
 
     # -- writes --------------------------------------------------------------------------
     def put(self, key: KeyLike, value: ValueLike, ttl: float | None = None, *,
@@ -579,8 +598,9 @@ class KVStore(MutableMapping[bytes, bytes]):
 
         Each op is ``(key, value)`` (a put; any TTL the key had is dropped), ``(key, None)``
         (a delete; a tombstone is written whether or not the key exists) or
-        ``(key, value, ttl)`` with ``ttl`` in seconds (``<= 0``: the key ends up deleted) or
-        :data:`KEEP_TTL` (the key keeps the TTL it has, if any). Later ops on a key win.
+        ``(key, value, ttl)`` with ``ttl`` in seconds (``<= 0``: the key ends up deleted),
+        :data:`KEEP_TTL` (the key keeps the TTL it has, if any) or a :class:`Deadline` (an
+        absolute expiry, to the millisecond). Later ops on a key win.
 
         A :data:`KEEP_TTL` put says "this key is being rewritten": if the key exists when
         the op applies, it still exists after, so the ordered view need not hear of it
@@ -590,7 +610,7 @@ class KVStore(MutableMapping[bytes, bytes]):
         :raises LimitExceeded: a key or value over the limits (nothing is written).
         :raises PoisonedError: an earlier write or fsync failed.
         """
-        norm: list[tuple[bytes, bytes | None, float | None, bool]] = []
+        norm: list[tuple[bytes, bytes | None, float | None, bool, int]] = []
         for op in ops:
             rk = op[0]
             k = rk if type(rk) is bytes else _as_bytes(rk, "key")
@@ -600,14 +620,18 @@ class KVStore(MutableMapping[bytes, bytes]):
                 self._too_big(k, v or b"")
             keep = False
             ttl: float | None = None
+            at = 0
             if len(op) > 2:  # noqa: PLR2004
-                if op[2] is KEEP_TTL:
+                t = op[2]
+                if t is KEEP_TTL:
                     keep = True
-                elif op[2] is not None:
-                    ttl = float(op[2])
+                elif type(t) is Deadline:
+                    at = t.ms
+                elif t is not None:
+                    ttl = float(t)
                     if ttl <= 0:
                         v = None
-            norm.append((k, v, ttl, keep))
+            norm.append((k, v, ttl, keep, at))
         if not norm:
             return
         with self._lock:
@@ -621,7 +645,9 @@ class KVStore(MutableMapping[bytes, bytes]):
             added = 0
             ordered = self._ordered is not None
             touched = self._touched
-            for k, v, ttl, keep in norm:
+            for k, v, ttl, keep, at in norm:
+                if at and at <= now:
+                    v = None  # a deadline already passed: the key ends up deleted
                 if ordered and not (keep and v is not None and self._exists_unlocked(k, now)):
                     touched[k] = v is not None  # before the write (see _touched)
                 if v is None:
@@ -637,6 +663,8 @@ class KVStore(MutableMapping[bytes, bytes]):
                 if keep:
                     kept = expiry.get(k) if expiry else None
                     exp = 0 if kept is None else kept  # already past: the put is expired
+                elif at:
+                    exp = at
                 elif ttl is not None:
                     exp = now + max(1, int(ttl * 1000))
                 if exp:

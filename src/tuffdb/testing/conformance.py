@@ -32,7 +32,7 @@ except ImportError as exc:  # pragma: no cover (the message is checked by the pa
                       name=exc.name) from exc
 
 from tuffdb.errors import ClosedError, LimitExceeded, NotFoundError
-from tuffdb.kv.store import KEEP_TTL
+from tuffdb.kv.store import KEEP_TTL, Deadline
 from tuffdb.storage.spare import is_spare
 from tuffdb.testing.models import KVModel
 
@@ -514,6 +514,16 @@ class KVStoreConformance(abc.ABC):
         store = self.reopen(store)
         assert HOUR - 60 < store.ttl(b"kept") <= HOUR
         assert store.ttl(b"dropped") is None
+
+    def test_write_batch_keeps_a_deadline_to_the_millisecond(self, store: Any) -> None:
+        at = int((time.time() + HOUR) * 1000) + 7
+        store.put(b"old", b"1")
+        store.write_batch([(b"at", b"1", Deadline(at)), (b"old", b"2", Deadline(at - 1)),
+                           (b"past", b"3", Deadline(at - int(2 * HOUR * 1000)))])
+        assert store.expires_at(b"at") == at and store.expires_at(b"old") == at - 1
+        assert store.get(b"past") is None  # a deadline already passed: deleted
+        store = self.reopen(store)
+        assert store.expires_at(b"at") == at and store.get(b"old") == b"2"
 
     def test_write_batch_with_an_oversized_key_writes_nothing(self, store: Any) -> None:
         with pytest.raises(LimitExceeded):

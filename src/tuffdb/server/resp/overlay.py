@@ -11,13 +11,12 @@ It offers the subset of the ``KVStore`` API the handlers use, with the same mean
 
 from __future__ import annotations
 
-import time
 from bisect import bisect_left
 from typing import TYPE_CHECKING, Any
 
 from tuffdb._format.kv import MAX_KEY_SIZE, MAX_VALUE_SIZE
 from tuffdb.errors import LimitExceeded, NotFoundError
-from tuffdb.kv.store import KEEP_TTL, prefix_range
+from tuffdb.kv.store import KEEP_TTL, Deadline, prefix_range
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -25,7 +24,9 @@ if TYPE_CHECKING:
     from tuffdb.kv.store import KVStore
 
 # What the buffer holds per key: (value or None for deleted, expiry), expiry being None
-# (no TTL), KEEP_TTL (whatever the store has) or a deadline in seconds since the epoch.
+# (no TTL), KEEP_TTL (whatever the store has) or a deadline in milliseconds since the
+# epoch on the store's clock, committed as it is (``Deadline``): PXAT, EXAT and PEXPIREAT
+# keep the millisecond they name, as the store does outside a transaction.
 Entry = tuple[bytes | None, Any]
 
 
@@ -63,12 +64,16 @@ class Overlay:
             self._sorted = None
         self.writes[key] = (value, expiry)
 
+    def _deadline(self, ttl: float) -> int:
+        """``ttl`` seconds from now as the store reckons it (``KVStore.write_batch``)."""
+        return self.base.now_ms() + max(1, int(ttl * 1000))
+
     def put(self, key: bytes, value: bytes, ttl: float | None = None, *,
             sync: bool | None = None) -> None:  # noqa: ARG002  (the store's signature)
         if ttl is not None and ttl <= 0:
             self._set(key, None, None)
         else:
-            self._set(key, value, None if ttl is None else time.time() + ttl)
+            self._set(key, value, None if ttl is None else self._deadline(ttl))
 
     def put_many(self, items: Any, ttl: float | None = None, *, sync: bool | None = None) -> None:
         pairs = items.items() if isinstance(items, dict) else items
@@ -89,7 +94,7 @@ class Overlay:
 
     def write_batch(self, ops: Iterable[tuple[Any, ...]], *,
                     sync: bool | None = None) -> None:  # noqa: ARG002
-        now = time.time()
+        now = self.base.now_ms()
         for op in ops:
             k, v = op[0], op[1]
             ttl = op[2] if len(op) > 2 else None  # noqa: PLR2004
@@ -97,10 +102,12 @@ class Overlay:
                 self._set(k, v, None)
             elif ttl is KEEP_TTL:
                 self._set(k, v, KEEP_TTL)
+            elif type(ttl) is Deadline:
+                self._set(k, v if ttl.ms > now else None, ttl.ms if ttl.ms > now else None)
             elif ttl <= 0:
                 self._set(k, None, None)
             else:
-                self._set(k, v, now + ttl)
+                self._set(k, v, now + max(1, int(ttl * 1000)))
 
     def expire(self, key: bytes, seconds: float, *,
                sync: bool | None = None) -> bool:  # noqa: ARG002  (the store's signature)
@@ -110,15 +117,33 @@ class Overlay:
         if seconds <= 0:
             self._set(key, None, None)
         else:
-            self._set(key, value, time.time() + seconds)
+            self._set(key, value, self._deadline(seconds))
         return True
 
-    def expire_at(self, key: bytes, deadline_ms: int, *, sync: bool | None = None) -> bool:
-        return self.expire(key, deadline_ms / 1000 - time.time(), sync=sync)
+    def expire_at(self, key: bytes, deadline_ms: int, *,
+                  sync: bool | None = None) -> bool:  # noqa: ARG002  (the store's signature)
+        value = self.get(key)
+        if value is None:
+            return False
+        if deadline_ms <= self.base.now_ms():  # already passed: the key is deleted
+            self._set(key, None, None)
+        else:
+            self._set(key, value, int(deadline_ms))
+        return True
 
     def expires_at(self, key: bytes) -> int | None:
-        ttl = self.ttl(key)
-        return None if ttl is None else round((time.time() + ttl) * 1000)
+        entry = self.writes.get(key)
+        if entry is None:
+            return self.base.expires_at(key)
+        value, expiry = entry
+        if value is None:
+            raise NotFoundError(key)
+        if expiry is KEEP_TTL:
+            try:
+                return self.base.expires_at(key)
+            except NotFoundError:
+                return None
+        return int(expiry)
 
     def persist(self, key: bytes, *, sync: bool | None = None) -> bool:  # noqa: ARG002
         value = self.get(key)
@@ -160,7 +185,7 @@ class Overlay:
                 return self.base.ttl(key)
             except NotFoundError:
                 return None
-        return max(0.0, float(expiry) - time.time())
+        return max(0.0, (int(expiry) - self.base.now_ms()) / 1000)
 
     def _mine(self, prefix: bytes, start: bytes | None, end: bytes | None) -> list[bytes]:
         """The buffered keys in the range, sorted."""
@@ -240,8 +265,8 @@ class Overlay:
 
     # -- the end ------------------------------------------------------------------------
     def ops(self) -> list[tuple[Any, ...]]:
-        """The buffered writes as ``write_batch`` ops."""
-        now = time.time()
+        """The buffered writes as ``write_batch`` ops (a deadline passed by now leaves the
+        key deleted, as in the store)."""
         out: list[tuple[Any, ...]] = []
         for k, (v, expiry) in self.writes.items():
             if v is None or expiry is None:
@@ -249,7 +274,7 @@ class Overlay:
             elif expiry is KEEP_TTL:
                 out.append((k, v, KEEP_TTL))
             else:
-                out.append((k, v, max(float(expiry) - now, 0.001)))
+                out.append((k, v, Deadline(expiry)))
         return out
 
     def commit(self) -> None:
