@@ -143,7 +143,7 @@ class Overlay:
                 return self.base.expires_at(key)
             except NotFoundError:
                 return None
-        return int(expiry)
+        return None if expiry is None else int(expiry)
 
     def persist(self, key: bytes, *, sync: bool | None = None) -> bool:  # noqa: ARG002
         value = self.get(key)

@@ -7,6 +7,7 @@ import re
 from typing import TYPE_CHECKING
 
 from tuffdb.errors import NotFoundError
+from tuffdb.kv.store import Deadline
 from tuffdb.server.resp.table import NOT_FLOAT, NOT_INTEGER, CommandError
 
 if TYPE_CHECKING:
@@ -55,12 +56,24 @@ def remaining_ttl(db: KVStore | Overlay, key: bytes) -> float | None:
         return None
 
 
+def remaining_deadline(db: KVStore | Overlay, key: bytes) -> Deadline | None:
+    """Engine key ``key``'s expiry as a ``write_batch`` op takes it (the millisecond it
+    has, as RENAME, COPY and KEEPTTL keep it in Redis), None for none or an absent key."""
+    try:
+        at = db.expires_at(key)
+    except NotFoundError:
+        return None
+    return None if at is None else Deadline(at)
+
+
 def put_keep_ttl(db: KVStore | Overlay, key: bytes, raw: bytes, existed: bool) -> None:
-    """Overwrite engine key ``key`` keeping its TTL (APPEND, INCR... do not clear it)."""
-    ttl = remaining_ttl(db, key) if existed else None
-    if ttl is not None and ttl <= 0:
-        ttl = None
-    db.put(key, raw, ttl, sync=False)
+    """Overwrite engine key ``key`` keeping its TTL to the millisecond (APPEND, INCR...
+    do not clear it)."""
+    at = remaining_deadline(db, key) if existed else None
+    if at is None:
+        db.put(key, raw, None, sync=False)
+    else:
+        db.write_batch([(key, raw, at)], sync=False)
 
 
 def lower(raw: bytes) -> bytes:

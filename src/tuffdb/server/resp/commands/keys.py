@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from tuffdb.errors import NotFoundError
 from tuffdb.server.resp import reply
-from tuffdb.server.resp.commands.common import INT64_MAX, INT_RE, remaining_ttl, to_int
+from tuffdb.server.resp.commands.common import (
+    INT64_MAX,
+    INT_RE,
+    remaining_deadline,
+    remaining_ttl,
+    to_int,
+)
 from tuffdb.server.resp.glob import compile_glob, literal_prefix
 from tuffdb.server.resp.table import SYNTAX, CommandError, command
 from tuffdb._format.resp import TAG_HASH, TAG_LIST, TAG_SET, TAG_STREAM, TAG_STRING, TAG_ZSET, U64
@@ -31,6 +37,7 @@ from tuffdb.server.resp.keyspace import (
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from tuffdb.kv.store import Deadline
     from tuffdb.server.resp.conn import Conn
 
 
@@ -221,11 +228,11 @@ def _rename(c: Conn, a: list[bytes], nx: bool) -> bytes:
     old = db.get(sdst)
     if nx and old is not None:
         return reply.ZERO
-    ttl = remaining_ttl(db, ssrc)
+    at = remaining_deadline(db, ssrc)
     # One batch: the metadata moves (a collection's elements stay under its id, so this is
     # O(1) whatever the size) and the owner record follows it.
-    ops: list[tuple[bytes, bytes | None] | tuple[bytes, bytes, float | None]] = [
-        (sdst, raw, ttl), (ssrc, None)]
+    ops: list[tuple[bytes, bytes | None] | tuple[bytes, bytes, Deadline | None]] = [
+        (sdst, raw, at), (ssrc, None)]
     if is_collection(raw):
         ops.append((owner(cid_of(raw)), dst))
     db.write_batch(ops, sync=False)
@@ -273,7 +280,7 @@ def copy(c: Conn, a: list[bytes]) -> bytes:
     old = db.get(sdst)
     if old is not None and not replace:
         return reply.ZERO
-    ttl = remaining_ttl(db, ssrc)
+    at = remaining_deadline(db, ssrc)
     ops: list[tuple[Any, ...]] = []
     value = raw
     if is_collection(raw):
@@ -285,7 +292,7 @@ def copy(c: Conn, a: list[bytes]) -> bytes:
                             (secondary(old_cid), secondary(cid))):
             n = len(prefix)
             ops += [(new + k[n:], v) for k, v in db.items_in_range(prefix)]
-    ops.append((sdst, value, ttl))
+    ops.append((sdst, value, at))
     db.write_batch(ops, sync=False)
     if old is not None:
         c.srv.dropped(old)

@@ -176,6 +176,7 @@ def set_(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901  (Redis option parsing
     at = deadline_ms(*expire) if expire else None
     if keepttl and old_raw is not None:
         ttl = remaining_ttl(db, stored(key))
+        at = db.expires_at(stored(key)) if ttl is not None else None  # to the millisecond
     write_string(c, key, value, ttl, at)
     if want_get:
         return c.enc.null if old is None else reply.bulk(old)
