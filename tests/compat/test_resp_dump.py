@@ -119,3 +119,17 @@ def test_a_payload_that_is_not_one_is_refused_with_an_error(servers: tuple[int, 
         assert r.exists("fuzz") == 0
     else:
         assert r.restore("fuzz", 0, _with_footer(body)) in (True, b"OK")
+
+
+def test_restore_absttl_keeps_the_deadline_to_the_millisecond(servers: tuple[int, int]) -> None:
+    theirs = redis.Redis(port=servers[1])
+    theirs.set("pay:s", "v")
+    theirs.rpush("pay:l", "a", "b")
+    string, lst = theirs.dump("pay:s") or b"", theirs.dump("pay:l") or b""
+    at = [str(4102444800000 + ms) for ms in (1, 457, 999)]  # 2100-01-01 and odd ms
+    for _ in range(20):  # the old drift depended on the clock's reading
+        compare(servers, [
+            ("RESTORE", "a", at[0], string, "ABSTTL"), ("PEXPIRETIME", "a"),
+            ("RESTORE", "b", at[1], lst, "ABSTTL"), ("PEXPIRETIME", "b"),
+            ("RESTORE", "a", at[2], lst, "REPLACE", "ABSTTL"), ("PEXPIRETIME", "a"),
+        ], exact=True)

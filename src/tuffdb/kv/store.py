@@ -71,6 +71,13 @@ class _KeepTTL:
 KEEP_TTL = _KeepTTL()  # write_batch: the put keeps the key's current TTL (if any)
 
 
+def ttl_ms(ttl: float) -> int:
+    """A TTL in seconds as whole milliseconds, at least 1: the nearest, so a TTL given in
+    milliseconds (PX, PEXPIRE: ``ms / 1000``) comes back exact (truncating made 1.001 s
+    1,000 ms: ``1.001 * 1000`` is 1000.9999...)."""
+    return max(1, round(ttl * 1000))
+
+
 class Deadline:
     """write_batch: the put expires at ``ms`` (Unix time in milliseconds, kept exactly, as
     :meth:`KVStore.expire_at`); one already passed leaves the key deleted."""
@@ -400,7 +407,7 @@ class KVStore(MutableMapping[bytes, bytes]):
                 self._seal_locked()
 
     def _put_ttl(self, seg: HotSegment, key: bytes, value: bytes, ttl: float) -> None:
-        self._put_exp(seg, key, value, self._now_ms() + max(1, int(ttl * 1000)))
+        self._put_exp(seg, key, value, self._now_ms() + ttl_ms(ttl))
 
     def _put_exp(self, seg: HotSegment, key: bytes, value: bytes, exp: int) -> None:
         """A put that expires at ``exp`` (ms since the epoch)."""
@@ -666,7 +673,7 @@ class KVStore(MutableMapping[bytes, bytes]):
                 elif at:
                     exp = at
                 elif ttl is not None:
-                    exp = now + max(1, int(ttl * 1000))
+                    exp = now + ttl_ms(ttl)
                 if exp:
                     self._put_exp(seg, k, v, exp)
                 else:

@@ -525,6 +525,16 @@ class KVStoreConformance(abc.ABC):
         store = self.reopen(store)
         assert store.expires_at(b"at") == at and store.get(b"old") == b"2"
 
+    def test_a_ttl_in_milliseconds_is_kept_exactly(self, store: Any) -> None:
+        # 1.001 * 1000 is 1000.9999...: truncated, a PX 1001 lived 1,000 ms
+        for ms in (1001, 1003, 4097):
+            before = store.now_ms()
+            store.put(b"k%d" % ms, b"v", ttl=ms / 1000)
+            store.write_batch([(b"b%d" % ms, b"v", ms / 1000)])
+            after = store.now_ms()
+            for key in (b"k%d" % ms, b"b%d" % ms):
+                assert before + ms <= store.expires_at(key) <= after + ms, (key, ms)
+
     def test_write_batch_with_an_oversized_key_writes_nothing(self, store: Any) -> None:
         with pytest.raises(LimitExceeded):
             store.write_batch([(b"a", b"1"), (b"x" * (self.max_key_size + 1), b"2")])

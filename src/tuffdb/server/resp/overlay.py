@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuffdb._format.kv import MAX_KEY_SIZE, MAX_VALUE_SIZE
 from tuffdb.errors import LimitExceeded, NotFoundError
-from tuffdb.kv.store import KEEP_TTL, Deadline, prefix_range
+from tuffdb.kv.store import KEEP_TTL, Deadline, prefix_range, ttl_ms
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -66,7 +66,7 @@ class Overlay:
 
     def _deadline(self, ttl: float) -> int:
         """``ttl`` seconds from now as the store reckons it (``KVStore.write_batch``)."""
-        return self.base.now_ms() + max(1, int(ttl * 1000))
+        return self.base.now_ms() + ttl_ms(ttl)
 
     def put(self, key: bytes, value: bytes, ttl: float | None = None, *,
             sync: bool | None = None) -> None:  # noqa: ARG002  (the store's signature)
@@ -107,7 +107,7 @@ class Overlay:
             elif ttl <= 0:
                 self._set(k, None, None)
             else:
-                self._set(k, v, now + max(1, int(ttl * 1000)))
+                self._set(k, v, now + ttl_ms(ttl))
 
     def expire(self, key: bytes, seconds: float, *,
                sync: bool | None = None) -> bool:  # noqa: ARG002  (the store's signature)

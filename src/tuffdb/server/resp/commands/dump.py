@@ -15,7 +15,7 @@ from tuffdb._format.rdb import RdbError, dumps, loads
 from tuffdb._format.resp import TAG_HASH, TAG_LIST, TAG_SET, TAG_STRING, TAG_ZSET
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.collection import commit
-from tuffdb.server.resp.commands.common import remaining_ttl, to_int
+from tuffdb.server.resp.commands.common import to_int
 from tuffdb.server.resp.commands.lists import ListState, store_list
 from tuffdb.server.resp.commands.hashes import field_pairs
 from tuffdb.server.resp.commands.sets import member_names, store_set
@@ -131,6 +131,8 @@ def restore(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0912
         store_zset(c, a[1], value)
     else:
         _store_hash(c, a[1], value)
-    if kind != "string" and ttl is not None:
+    if ttl is not None and absttl:
+        c.db.expire_at(skey, ttl_ms, sync=False)  # the deadline itself, to the millisecond
+    elif ttl is not None and kind != "string":
         c.db.expire(skey, ttl, sync=False)
     return reply.OK
