@@ -172,20 +172,8 @@ class Overlay:
         return isinstance(key, bytes) and self.get(key) is not None
 
     def ttl(self, key: bytes) -> float | None:
-        entry = self.writes.get(key)
-        if entry is None:
-            return self.base.ttl(key)
-        value, expiry = entry
-        if value is None:
-            raise NotFoundError(key)
-        if expiry is None:
-            return None
-        if expiry is KEEP_TTL:
-            try:
-                return self.base.ttl(key)
-            except NotFoundError:
-                return None
-        return max(0.0, (int(expiry) - self.base.now_ms()) / 1000)
+        at = self.expires_at(key)
+        return None if at is None else max(0.0, (at - self.base.now_ms()) / 1000)
 
     def _mine(self, prefix: bytes, start: bytes | None, end: bytes | None) -> list[bytes]:
         """The buffered keys in the range, sorted."""
