@@ -477,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = [(args.dir, "<dir>"), (args.out, "<out>")]
     write_json(out / f"{result['run_id']}.json", result, paths)
     write_json(out / "latest.json", result, paths)
-    draw([result], out)
+    draw([json.loads((out / "latest.json").read_text())], out)  # as written: paths replaced
     print((out / "results.md").read_text())
     return 0
 
