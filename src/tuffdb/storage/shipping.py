@@ -1,6 +1,5 @@
 """The log-shipping seam: one path out of a store directory for backup, continuous
-archiving and replication (contract: /work/notes/shipping-contract.md; design:
-docs/design/shipping.md).
+archiving and replication (design and contract: docs/design/shipping.md).
 
 A store owns one :class:`Shipper` for its directory and reports to it, after each change
 is durable:

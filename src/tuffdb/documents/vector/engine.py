@@ -361,7 +361,8 @@ class VectorEngine:
         with self.lock:
             picked = sorted(self.holdout)
             members, changes = len(self.rid_label), self.changes
-            if len(picked) < SAMPLE // 2 and self.calibration is not None and self.calibration.curve:
+            cal = self.calibration
+            if len(picked) < SAMPLE // 2 and cal is not None and cal.curve:
                 # deletes took held-out vectors since _stale said yes: the curve stands
                 # until writes bring enough unseen ones
                 self.changes = 0
