@@ -348,3 +348,13 @@ def test_a_query_vector_of_huge_finite_numbers_is_accepted() -> None:
     engine.add("b", [0.0, 1.0, 0.0, 0.0])
     assert [rid for rid, _ in engine.search([3e19, 1e20, 0.0, 0.0], 2)] == ["b", "a"]
     assert [rid for rid, _ in engine.search([1e20, 3e19, 0.0, 0.0], 2)] == ["a", "b"]
+
+
+@pytest.mark.parametrize("index_cls", [FlatIndex, GraphIndex])
+def test_stored_vectors_of_huge_finite_numbers_rank_by_direction(index_cls: type) -> None:
+    # their sum of squares overflows float32: normalised in float64, not to zeros
+    idx = index_cls("cosine", 4)
+    idx.add("a", [1e20, 0.0, 0.0, 0.0])
+    idx.add("b", [0.0, 3e19, 1e19, 0.0])
+    assert [rid for rid, _ in idx.search([0.0, 1.0, 0.0, 0.0], 2)] == ["b", "a"]
+    assert idx.search([0.0, 1.0, 0.0, 0.0], 1)[0][1] == pytest.approx(3 / 10 ** 0.5, rel=1e-5)

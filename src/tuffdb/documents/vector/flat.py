@@ -161,6 +161,8 @@ class FlatIndex:
         """Add or replace a batch: ``data`` holds one checked float32 row per id."""
         if self.metric == "cosine":
             norms = np.linalg.norm(data, axis=1, keepdims=True)
+            if not np.isfinite(norms).all():  # entries past ~1.8e19 overflow float32's sum
+                norms = np.linalg.norm(data.astype(np.float64), axis=1, keepdims=True)
             data = data / np.where(norms > 0, norms, 1.0)
         first = len(self.ids)
         rows: np.ndarray | slice
