@@ -657,6 +657,11 @@ DEADLINE_CASES: list[tuple[str, ...]] = [
     ("COPY", "m", "o"), ("PEXPIRETIME", "o"), ("INCR", "o"), ("PEXPIRETIME", "o"),
     ("APPEND", "m", "x"), ("PEXPIRETIME", "m"), ("SET", "m", "y", "KEEPTTL"),
     ("PEXPIRETIME", "m"),
+    # GT and LT compare deadlines: the same one is neither greater nor less
+    ("SET", "g", "v", "PXAT", _AT_MS[1]), ("PEXPIREAT", "g", _AT_MS[1], "LT"),
+    ("PEXPIREAT", "g", _AT_MS[1], "GT"), ("EXPIREAT", "g", "4102444800", "GT"),
+    ("PEXPIREAT", "g", _AT_MS[2], "GT"), ("PEXPIRETIME", "g"),
+    ("PEXPIREAT", "g", _AT_MS[1], "LT"), ("PEXPIRETIME", "g"),
 ]
 
 

@@ -64,6 +64,9 @@ class Overlay:
             self._sorted = None
         self.writes[key] = (value, expiry)
 
+    def now_ms(self) -> int:
+        return self.base.now_ms()
+
     def _deadline(self, ttl: float) -> int:
         """``ttl`` seconds from now as the store reckons it (``KVStore.write_batch``)."""
         return self.base.now_ms() + ttl_ms(ttl)

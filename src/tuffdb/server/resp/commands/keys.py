@@ -106,27 +106,31 @@ def _expire(  # noqa: C901, PLR0912  (Redis option parsing)
     ms = n * unit_ms
     if not absolute and ms > INT64_MAX - time.time_ns() // 1_000_000:
         raise CommandError(f"ERR invalid expire time in '{cmd}' command")
-    seconds = ms / 1000 - time.time() if absolute else ms / 1000
     key, db = a[1], c.db
     skey = stored(key)
     if not db.exists(skey):
         return reply.ZERO
-    current = remaining_ttl(db, skey)  # None = no TTL = "infinite"
+    # deadlines compared as Redis does, in whole ms on one clock reading
+    now = db.now_ms()
+    at = ms if absolute else now + ms
+    seconds = (at - now) / 1000
+    try:
+        current = db.expires_at(skey)  # None = no TTL = "infinite"
+    except NotFoundError:  # expired since exists() answered
+        return reply.ZERO
     if (nx and current is not None) or (xx and current is None):
         return reply.ZERO
-    if gt and (current is None or seconds <= current):
+    if gt and (current is None or at <= current):
         return reply.ZERO
-    if lt and current is not None and seconds >= current:
+    if lt and current is not None and at >= current:
         return reply.ZERO
     if seconds <= 0:
         raw = db.get(skey)
         db.delete(skey, sync=False)
         if raw is not None:
             c.srv.dropped(raw)
-    elif absolute:
-        db.expire_at(skey, ms, sync=False)  # the deadline itself, to the millisecond (PEXPIRETIME)
     else:
-        db.expire(skey, seconds, sync=False)
+        db.expire_at(skey, at, sync=False)  # the deadline compared, to the millisecond
     c.srv.touch(key)
     return reply.ONE
 
