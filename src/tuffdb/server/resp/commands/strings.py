@@ -9,12 +9,12 @@ import time
 from typing import TYPE_CHECKING
 
 from tuffdb import errors
+from tuffdb.kv.store import KEEP_TTL
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.common import (
     INT64_MAX,
     INT64_MIN,
     put_keep_ttl,
-    remaining_ttl,
     to_int,
 )
 from tuffdb.server.resp.commands.numbers import add_and_format
@@ -173,11 +173,11 @@ def set_(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901  (Redis option parsing
     old = old_raw[1:] if old_raw is not None else None
     if (nx and old_raw is not None) or (xx and old_raw is None):
         return c.enc.null if not want_get or old is None else reply.bulk(old)
-    at = deadline_ms(*expire) if expire else None
-    if keepttl and old_raw is not None:
-        ttl = remaining_ttl(db, stored(key))
-        at = db.expires_at(stored(key)) if ttl is not None else None  # to the millisecond
-    write_string(c, key, value, ttl, at)
+    if keepttl and old_raw is not None:  # the store keeps the key's deadline as it is
+        db.write_batch([(stored(key), STRING_PREFIX + value, KEEP_TTL)], sync=False)
+        c.srv.touch(key)
+    else:
+        write_string(c, key, value, ttl, deadline_ms(*expire) if expire else None)
     if want_get:
         return c.enc.null if old is None else reply.bulk(old)
     return reply.OK
