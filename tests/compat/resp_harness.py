@@ -101,6 +101,8 @@ def _parse(raw: bytes, pos: int) -> tuple[Any, int]:  # noqa: PLR0911
         return ("null",), nxt
     if kind == b",":
         return ("double", head), nxt
+    if kind == b"(":
+        return ("big-number", head), nxt
     if kind == b"#":
         return ("bool", head == b"t"), nxt
     if kind in b"$=":

@@ -81,6 +81,7 @@ def getbit(c: Conn, a: list[bytes]) -> bytes:
 def _range(a: list[bytes], at: int, length: int) -> tuple[int, int, bool] | None:
     """BITCOUNT/BITPOS's ``start end [BYTE|BIT]`` from ``a[at]`` on: (first, last, in bits),
     inclusive and clamped to the string (``length`` bytes); None when empty."""
+    start = to_int(a[at])  # start, unit, end: BITPOS's order (BITCOUNT reads both first)
     bits = False
     if len(a) > at + 2:
         unit = a[at + 2].lower()
@@ -89,7 +90,6 @@ def _range(a: list[bytes], at: int, length: int) -> tuple[int, int, bool] | None
         elif unit != b"byte":
             raise CommandError(SYNTAX)
     total = length * 8 if bits else length
-    start = to_int(a[at])
     end = to_int(a[at + 1]) if len(a) > at + 1 else total - 1
     if start < 0:
         start = max(start + total, 0)
@@ -113,9 +113,11 @@ def _bits_of(value: bytes, first: int, last: int) -> tuple[int, int]:
 @command("bitcount", -2, "readonly", (1, 1, 1), group="bitmap", since="2.6.0")
 def bitcount(c: Conn, a: list[bytes]) -> bytes:
     """Set bits in the string, or in a byte or bit range."""
+    value = get_string(c, a[1])
+    if value is None:  # no key: 0 before any argument is read (as Redis)
+        return reply.ZERO
     if len(a) == 3 or len(a) > 5:  # noqa: PLR2004 - a start needs an end
         raise CommandError(SYNTAX)
-    value = get_string(c, a[1]) or b""
     if len(a) == 2:  # noqa: PLR2004
         return reply.integer(int.from_bytes(value, "big").bit_count())
     start, end = to_int(a[2]), to_int(a[3])
@@ -133,16 +135,14 @@ def bitcount(c: Conn, a: list[bytes]) -> bytes:
 @command("bitpos", -3, "readonly", (1, 1, 1), group="bitmap", since="2.8.7")
 def bitpos(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901
     """The first bit set (or clear) in the string, or in a byte or bit range."""
-    if a[2] not in (b"0", b"1"):
+    if to_int(a[2]) not in (0, 1):
         raise CommandError("ERR The bit argument must be 1 or 0.")
+    want = to_int(a[2]) == 1
+    value = get_string(c, a[1])
+    if value is None:  # before the range is read (as Redis)
+        return reply.integer(-1 if want else 0)
     if len(a) > 6:  # noqa: PLR2004
         raise CommandError(SYNTAX)
-    want = a[2] == b"1"
-    value = get_string(c, a[1])
-    if value is None:
-        return reply.integer(-1 if want else 0)
-    if not value:
-        return reply.integer(-1)
     end_given = len(a) > 4  # noqa: PLR2004
     if len(a) > 3:  # noqa: PLR2004
         span = _range(a, 3, len(value))
@@ -153,8 +153,8 @@ def bitpos(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901
             first, last = first * 8, last * 8 + 7
     else:
         first, last = 0, len(value) * 8 - 1
-        if last < 0:
-            return reply.integer(-1 if want else 0)
+        if last < 0:  # an empty string holds neither bit
+            return reply.integer(-1)
     n, width = _bits_of(value, first, last)
     if not want:
         n ^= (1 << width) - 1

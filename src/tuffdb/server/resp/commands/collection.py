@@ -110,11 +110,15 @@ def scan_reply(c: Conn, a: list[bytes], prefix: bytes, size: int,
 
 # -- numbers --------------------------------------------------------------------------------
 def format_double(x: float) -> bytes:
-    """Redis 7.0's double replies: ``%.17g``, ``inf``/``-inf``, and -0 as ``0``."""
+    """Redis 7.0's double replies: ``%.17g``, ``inf``/``-inf``, ``-0`` for a negative zero.
+
+    A stored score is never -0 (``keyspace.sortable`` keeps +0, as Redis does), so only a
+    computed one prints ``-0``: ZINCRBY or ZADD INCR creating a member at ``-0``, ZUNION
+    or ZINTER with a negative weight over a 0 score, as Redis replies."""
     if math.isinf(x):
         return b"inf" if x > 0 else b"-inf"
     if x == 0:
-        return b"0"
+        return b"-0" if math.copysign(1.0, x) < 0 else b"0"
     return b"%.17g" % x
 
 

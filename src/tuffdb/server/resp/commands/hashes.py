@@ -233,8 +233,8 @@ def hrandfield(c: Conn, a: list[bytes]) -> bytes:
     """Random fields (and values): positive count distinct, negative may repeat."""
     from tuffdb.server.resp.commands.sets import random_members  # noqa: PLC0415  (cycle)
 
-    h = Coll(c, a[1], TAG_HASH)
-    return random_members(c, a, h, "hrandfield", withscores=b"withvalues")
+    return random_members(c, a, lambda: Coll(c, a[1], TAG_HASH), "hrandfield",
+                          withscores=b"withvalues")
 
 
 @command("hscan", -3, "readonly", (1, 1, 1), group="hash", since="2.8.0")

@@ -50,6 +50,7 @@ def table(a: bytes, b: bytes) -> np.ndarray:
 @command("lcs", -3, "readonly", (1, 2, 1), group="string", since="7.0.0")
 def lcs(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0912
     """The longest common subsequence of two strings, its length, or its match ranges."""
+    s1, s2 = _string(c, a[1]), _string(c, a[2])  # the keys' types before the options (Redis)
     get_len = get_idx = with_len = False
     min_len = 0
     i = 3
@@ -67,7 +68,6 @@ def lcs(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0912
         else:
             raise CommandError(SYNTAX)
         i += 1
-    s1, s2 = _string(c, a[1]), _string(c, a[2])
     if get_idx and get_len:
         raise CommandError("ERR If you want both the length and indexes, please just use IDX.")
     t = table(s1, s2)

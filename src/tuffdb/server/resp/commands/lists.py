@@ -407,6 +407,7 @@ def clamp_range(raw_start: bytes, raw_stop: bytes, size: int) -> tuple[int, int]
 @command("lrange", 4, "readonly", (1, 1, 1), group="list")
 def lrange(c: Conn, a: list[bytes]) -> bytes:
     """Elements start..stop, inclusive (negatives from the tail)."""
+    to_int(a[2]), to_int(a[3])  # a bad index is the error before a wrong type (as Redis)
     lst = ListState(c, a[1])
     i, j = clamp_range(a[2], a[3], lst.size)
     return c.enc.bulks(lst.values(c, i, j))  # type: ignore[arg-type]
@@ -465,11 +466,11 @@ def lpos(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0912  (Redis optio
                 raise CommandError("ERR value is out of range, value must between "
                                    "-9223372036854775807 and 9223372036854775807")
         elif opt == b"count":
-            count = to_int(a[i + 1])
+            count = to_int(a[i + 1], "ERR COUNT can't be negative")  # a non-number too
             if count < 0:
                 raise CommandError("ERR COUNT can't be negative")
         elif opt == b"maxlen":
-            maxlen = to_int(a[i + 1])
+            maxlen = to_int(a[i + 1], "ERR MAXLEN can't be negative")  # a non-number too
             if maxlen < 0:
                 raise CommandError("ERR MAXLEN can't be negative")
         else:
@@ -521,6 +522,7 @@ def lset(c: Conn, a: list[bytes]) -> bytes:
 @command("ltrim", 4, "write", (1, 1, 1), group="list")
 def ltrim(c: Conn, a: list[bytes]) -> bytes:
     """Keep only elements start..stop; an empty range deletes the list."""
+    to_int(a[2]), to_int(a[3])  # a bad index is the error before a wrong type (as Redis)
     lst = ListState(c, a[1])
     i, j = clamp_range(a[2], a[3], lst.size)
     if not lst.existed or (i == 0 and j == lst.size):
@@ -634,7 +636,7 @@ def mpop_args(a: list[bytes], first: int, sides: tuple[bytes, bytes]) -> tuple[l
         raise CommandError(SYNTAX)
     count = 1
     if len(rest) == 3 and rest[1].lower() == b"count":  # noqa: PLR2004
-        count = to_int(rest[2])
+        count = to_int(rest[2], "ERR count should be greater than 0")
         if count <= 0:
             raise CommandError("ERR count should be greater than 0")
     elif len(rest) != 1:

@@ -27,7 +27,10 @@ from tuffdb.server.resp.keyspace import Op, elements, new_collection, stored
 from tuffdb.server.resp.table import SYNTAX, CommandError, batched, command
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tuffdb.server.resp.conn import Conn
+
 
 def set_meta(cid: int, size: int) -> bytes:
     return META.pack(TAG_SET, cid, size)
@@ -188,21 +191,27 @@ def _pick(c: Conn, s: Coll, count: int, *, distinct: bool) -> list[tuple[bytes, 
     return _at(c, prefix, [random.randrange(s.size) for _ in range(count)])
 
 
-def random_members(c: Conn, a: list[bytes], s: Coll, name: str,
+def random_members(c: Conn, a: list[bytes], open_coll: Callable[[], Coll], name: str,
                    withscores: bytes = b"withscores") -> bytes:
-    """SRANDMEMBER / ZRANDMEMBER / HRANDFIELD ``key [count [WITHSCORES|WITHVALUES]]``."""
+    """SRANDMEMBER / ZRANDMEMBER / HRANDFIELD ``key [count [WITHSCORES|WITHVALUES]]``, in
+    Redis's order: the count, then the option, then the key (``open_coll`` reads it)."""
     from tuffdb.server.resp.commands.zsets import score_reply  # noqa: PLC0415  (cycle)
 
-    if len(a) > 4 or (len(a) == 4 and a[3].lower() != withscores):  # noqa: PLR2004
-        raise CommandError(SYNTAX)
-    with_values = len(a) == 4  # noqa: PLR2004
     if len(a) == 2:  # noqa: PLR2004
+        s = open_coll()
         if not s.existed:
             return c.enc.null
         return reply.bulk(_pick(c, s, 1, distinct=True)[0][0])
     count = to_int(a[2])
-    if with_values and count < -(2**63) // 2:
+    if count == -(2**63):
+        raise CommandError("ERR value is out of range, value must between "
+                           "-9223372036854775807 and 9223372036854775807")
+    if len(a) > 4 or (len(a) == 4 and a[3].lower() != withscores):  # noqa: PLR2004
+        raise CommandError(SYNTAX)
+    with_values = len(a) == 4  # noqa: PLR2004
+    if with_values and count < -((2**63 - 1) // 2):
         raise CommandError("ERR value is out of range")
+    s = open_coll()
     if not s.existed or count == 0:
         return reply.EMPTY_ARRAY
     picked = _pick(c, s, abs(count), distinct=count > 0)
@@ -223,7 +232,7 @@ def srandmember(c: Conn, a: list[bytes]) -> bytes:
     """Random members: positive count distinct, negative may repeat."""
     if len(a) > 3:  # noqa: PLR2004
         raise CommandError(SYNTAX)
-    return random_members(c, a, Coll(c, a[1], TAG_SET), "srandmember")
+    return random_members(c, a, lambda: Coll(c, a[1], TAG_SET), "srandmember")
 
 
 @command("spop", -2, "write fast", (1, 1, 1), group="set")
@@ -356,7 +365,7 @@ def sintercard(c: Conn, a: list[bytes]) -> bytes:
     if rest:
         if len(rest) != 2 or rest[0].lower() != b"limit":  # noqa: PLR2004
             raise CommandError(SYNTAX)
-        limit = to_int(rest[1])
+        limit = to_int(rest[1], "ERR LIMIT can't be negative")
         if limit < 0:
             raise CommandError("ERR LIMIT can't be negative")
     result = _algebra(c, "inter", keys)

@@ -133,9 +133,9 @@ def xack(c: Conn, a: list[bytes]) -> bytes:
     """Acknowledge entries (drop them from the group's PEL); reply how many were pending."""
     s = Stream(c, a[1])
     state = s.group(c, a[2]) if s.existed else None
-    ids = [parse_id(x, strict=True)[0] for x in a[3:]]
-    if state is None:
+    if state is None:  # no key or no group: nothing to acknowledge, ids unread (as Redis)
         return reply.ZERO
+    ids = [parse_id(x, strict=True)[0] for x in a[3:]]
     n = 0
     for i in dict.fromkeys(ids):
         k = s.pel_key(a[2], i)
@@ -233,6 +233,10 @@ def _claim_opts(a: list[bytes], i: int) -> dict[str, Any]:  # noqa: C901
 def xclaim(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0912
     """Take pending entries idle for at least min-idle-time over to another consumer."""
     key, gname, cname = a[1], a[2], a[3]
+    s = Stream(c, key)  # the key and group first, then the arguments (Redis's order)
+    state = s.group(c, gname) if s.existed else None
+    if state is None:
+        raise _nogroup_plain(key, gname)
     min_idle = to_int(a[4], "ERR Invalid min-idle-time argument for XCLAIM")
     min_idle = max(min_idle, 0)
     ids: list[Id] = []
@@ -244,10 +248,6 @@ def xclaim(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0912
             break
         j += 1
     opts = _claim_opts(a, j)
-    s = Stream(c, key)
-    state = s.group(c, gname) if s.existed else None
-    if state is None:
-        raise _nogroup_plain(key, gname)
     now = now_ms()
     when = now
     if opts["idle"] is not None:
@@ -278,7 +278,8 @@ def xclaim(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0912
             deliveries += 1
         s.put_pending(gname, i, cname, when, int(deliveries))
         out.append(reply.bulk(id_text(i)) if opts["justid"] else entry_reply(c, i, fields))
-    s.touch_consumer(gname, cname, now)
+    if out:  # the consumer is made (or seen) by a claim, not by asking (as Redis 7.0)
+        s.touch_consumer(gname, cname, now)
     commit(c, key, s.ops)
     return reply.array(out)
 
@@ -326,7 +327,8 @@ def xautoclaim(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901
             continue
         s.put_pending(gname, pid, cname, now, deliveries if justid else deliveries + 1)
         claimed.append(reply.bulk(id_text(pid)) if justid else entry_reply(c, pid, fields))
-    s.touch_consumer(gname, cname, now)
+    if claimed:  # as XCLAIM
+        s.touch_consumer(gname, cname, now)
     commit(c, key, s.ops)
     return reply.array([reply.bulk(id_text(nxt)), reply.array(claimed), reply.array(deleted)])
 

@@ -14,6 +14,7 @@ few more entries; both are valid).
 
 from __future__ import annotations
 
+import itertools
 import re
 import struct
 import time
@@ -38,7 +39,7 @@ from tuffdb.server.resp.keyspace import (
 from tuffdb.server.resp.table import SYNTAX, CommandError, batched, command
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     from tuffdb.server.resp.conn import Conn
 
@@ -341,14 +342,19 @@ def _trim_args(a: list[bytes], i: int, xadd: bool) -> tuple[int, dict[str, Any]]
     return i, args
 
 
-def _trim(c: Conn, s: Stream, args: dict[str, Any]) -> int:
+def _trim(c: Conn, s: Stream, args: dict[str, Any], added: Id | None = None) -> int:
     """Delete entries from the head by MAXLEN or MINID (exactly; LIMIT caps an approximate
-    trim). The number deleted."""
+    trim). The number deleted. ``added``: the entry XADD has just queued (not yet in the
+    store, after every stored one), which the trim may take too (MAXLEN 0, or a MINID past
+    it), as Redis trims after appending."""
     if args["strategy"] is None:
         return 0
     cap = args["limit"] if args["approx"] and args["limit"] else None
     gone = 0
-    for i, _ in s.entries(c, (0, 0), MAX_ID):
+    ids: Iterable[Id] = (i for i, _ in s.entries(c, (0, 0), MAX_ID))
+    if added is not None:
+        ids = itertools.chain(ids, (added,))
+    for i in ids:
         if args["strategy"] == b"maxlen":
             if s.length <= args["maxlen"]:
                 break
@@ -371,7 +377,7 @@ def xadd(c: Conn, a: list[bytes]) -> bytes:
             return c.enc.null
         s = Stream(c, a[1], create=True)
     new = _append(s, a, pos, args)
-    _trim(c, s, args)
+    _trim(c, s, args, new)
     s.finish(c, signal=True)
     return reply.bulk(id_text(new))
 
@@ -467,10 +473,10 @@ def xtrim(c: Conn, a: list[bytes]) -> bytes:
 @command("xdel", -3, "write fast", (1, 1, 1), group="stream", since="5.0.0")
 def xdel(c: Conn, a: list[bytes]) -> bytes:
     """Delete entries by id; reply how many existed."""
-    ids = [parse_id(x, strict=True)[0] for x in a[2:]]
     s = Stream(c, a[1])
-    if not s.existed:
+    if not s.existed:  # before the ids are read (as Redis)
         return reply.ZERO
+    ids = [parse_id(x, strict=True)[0] for x in a[2:]]
     gone = 0
     for i in dict.fromkeys(ids):
         if s.entry(c, i) is not None:
@@ -557,7 +563,7 @@ def _range(c: Conn, a: list[bytes], reverse: bool) -> bytes:
             raise CommandError(SYNTAX)
         count = max(to_int(a[5]), 0)
     s = Stream(c, a[1])
-    if count == 0:
+    if count == 0 and s.existed:  # (no key: an empty array, as Redis)
         return c.enc.null_array
     items = []
     for item in s.entries(c, lo, hi, reverse=reverse):
@@ -685,7 +691,6 @@ def _read_group(c: Conn, key: bytes, gname: bytes, cname: bytes, raw_id: bytes,
     if state is None:
         raise _nogroup(key, gname)
     now = now_ms()
-    s.touch_consumer(gname, cname, now)
     items: list[tuple[Id, list[bytes] | None]] = []
     if raw_id == b">":
         last = (state[0], state[1])
@@ -702,8 +707,7 @@ def _read_group(c: Conn, key: bytes, gname: bytes, cname: bytes, raw_id: bytes,
                     s.put_pending(gname, i, cname, now, 1)
                 if count is not None and len(items) >= count:
                     break
-        if not items:
-            commit(c, key, s.ops)  # the consumer was seen
+        if not items:  # nothing served: the consumer is not made or seen (as Redis 7.0)
             return None
         s.put_group(gname, state)
     else:
@@ -715,6 +719,7 @@ def _read_group(c: Conn, key: bytes, gname: bytes, cname: bytes, raw_id: bytes,
             s.put_pending(gname, i, cname, now, deliveries + 1)
             if count is not None and len(items) >= count:
                 break
+    s.touch_consumer(gname, cname, now)
     commit(c, key, s.ops)
     return reply.array([entry_reply(c, i, f) for i, f in items])
 

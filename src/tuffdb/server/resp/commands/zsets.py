@@ -536,6 +536,7 @@ def _remove_items(c: Conn, z: ZSet, items: list[tuple[bytes, float]]) -> bytes:
 @command("zremrangebyrank", 4, "write", (1, 1, 1), group="sorted-set", since="2.0.0")
 def zremrangebyrank(c: Conn, a: list[bytes]) -> bytes:
     """Remove members by rank range."""
+    to_int(a[2]), to_int(a[3])  # a bad index is the error before a wrong type (as Redis)
     z = ZSet(c, a[1])
     i, k = clamp_range(a[2], a[3], z.size)
     items = z.take(c, k - i, skip=i) if k > i else []
@@ -633,7 +634,7 @@ def zrandmember(c: Conn, a: list[bytes]) -> bytes:
     """Random members (and scores): positive count distinct, negative may repeat."""
     from tuffdb.server.resp.commands.sets import random_members  # noqa: PLC0415  (cycle)
 
-    return random_members(c, a, ZSet(c, a[1]), "zrandmember")
+    return random_members(c, a, lambda: ZSet(c, a[1]), "zrandmember")
 
 
 # -- pops -----------------------------------------------------------------------------------------
