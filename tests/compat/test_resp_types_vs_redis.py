@@ -498,7 +498,8 @@ FOUND: Script = [
     ("INCRBYFLOAT", "f", "0x"), ("INCRBYFLOAT", "f", "0x1p"), ("INCRBYFLOAT", "f", "1e5000"),
     ("INCRBYFLOAT", "f", "1e-5000"), ("INCRBYFLOAT", "f", "-0"), ("INCRBYFLOAT", "f", "0e-5000"),
     ("HINCRBYFLOAT", "h", "x", "0x10"), ("SET", "hex", "0x10"), ("INCRBYFLOAT", "hex", "1"),
-    ("LPUSH", "list", "x"), ("LCS", "list", "str", "MINMATCHLEN", "x"), ("LCS", "str", "list", "FOO"),
+    ("LPUSH", "list", "x"), ("LCS", "list", "str", "MINMATCHLEN", "x"),
+    ("LCS", "str", "list", "FOO"),
 ]
 
 
@@ -764,3 +765,55 @@ def test_xadd_pipelines_reply_like_redis(servers: tuple[int, int], name: str) ->
              for c, *rest in (("TYPE",), ("XLEN",), ("XRANGE", "-", "+"))]
     assert run_pipelines(servers[0], setup, XADD_PIPELINES[name], reads) == \
         run_pipelines(servers[1], setup, XADD_PIPELINES[name], reads)
+
+
+# -- WATCH: which writes by another client abort a transaction, as in Redis ----------------------
+WATCH_SETUP: Script = [
+    ("XADD", "s", "1-1", "f", "v"), ("XADD", "s", "2-1", "f", "v"),
+    ("XGROUP", "CREATE", "s", "g", "0"),
+    ("XREADGROUP", "GROUP", "g", "c0", "COUNT", "1", "STREAMS", "s", ">"), ("SET", "str", "x"),
+]
+# A stream's groups, consumers, pending entries and XSETID are not changes of the key to
+# WATCH in Redis 7.0, nor a BITOP that deletes nothing or a BITFIELD whose writes all
+# failed (OVERFLOW FAIL); trims and deletes that remove entries are.
+WATCH_OTHERS: list[tuple[str, tuple[str, ...]]] = [  # (the key watched, the other's command)
+    ("s", ("XGROUP", "CREATE", "s", "h", "0")), ("s", ("XGROUP", "SETID", "s", "g", "0")),
+    ("s", ("XGROUP", "DESTROY", "s", "g")), ("s", ("XGROUP", "CREATECONSUMER", "s", "g", "cc")),
+    ("s", ("XGROUP", "DELCONSUMER", "s", "g", "c0")),
+    ("s", ("XREADGROUP", "GROUP", "g", "c1", "STREAMS", "s", ">")),
+    ("s", ("XREADGROUP", "GROUP", "g", "c0", "STREAMS", "s", "0")),
+    ("s", ("XACK", "s", "g", "1-1")),
+    ("s", ("XCLAIM", "s", "g", "c2", "0", "1-1")), ("s", ("XAUTOCLAIM", "s", "g", "c2", "0", "0")),
+    ("s", ("XSETID", "s", "5-5")), ("s", ("XTRIM", "s", "MAXLEN", "5")),
+    ("s", ("XTRIM", "s", "MAXLEN", "0")), ("s", ("XDEL", "s", "9-9")), ("s", ("XDEL", "s", "1-1")),
+    ("s", ("XADD", "s", "9-9", "f", "v")),
+    ("new", ("XGROUP", "CREATE", "new", "g", "0", "MKSTREAM")),
+    ("none", ("BITOP", "AND", "none", "none2")), ("str", ("BITOP", "AND", "str", "none")),
+    ("s", ("BITFIELD", "s", "OVERFLOW", "FAIL", "INCRBY", "u8", "0", "-1")),
+    ("none", ("BITFIELD", "none", "OVERFLOW", "FAIL", "INCRBY", "u8", "0", "-1")),
+    ("none", ("BITFIELD", "none", "INCRBY", "u8", "0", "1")),
+]
+
+
+def _watched_exec_runs(port: int, key: str, other: tuple[str, ...]) -> bool:
+    a, b = RawClient(port), RawClient(port)
+    try:
+        a.call("FLUSHALL")
+        for cmd in WATCH_SETUP:
+            a.call(*cmd)
+        a.call("WATCH", key)
+        b.call(*other)
+        a.call("MULTI")
+        a.call("PING")
+        return not a.call("EXEC").startswith(b"*-1")
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize(("key", "other"), WATCH_OTHERS,
+                         ids=lambda x: " ".join(x) if isinstance(x, tuple) else x)
+def test_watch_is_broken_by_what_breaks_it_in_redis(servers: tuple[int, int], key: str,
+                                                     other: tuple[str, ...]) -> None:
+    ours, theirs = (_watched_exec_runs(port, key, other) for port in servers)
+    assert ours == theirs, f"WATCH {key}, then {' '.join(other)}: EXEC ran {ours}, Redis {theirs}"

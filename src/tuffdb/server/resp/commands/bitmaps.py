@@ -41,9 +41,10 @@ def _offset(raw: bytes, width: int = 1) -> int:
     return n
 
 
-def _write(c: Conn, key: bytes, value: bytes, existed: bool) -> None:
+def _write(c: Conn, key: bytes, value: bytes, existed: bool, *, touch: bool = True) -> None:
     put_keep_ttl(c.db, stored(key), STRING_PREFIX + value, existed)
-    c.srv.touch(key)
+    if touch:
+        c.srv.touch(key)
 
 
 @command("setbit", 4, "write denyoom", (1, 1, 1), group="bitmap", since="2.2.0")
@@ -182,10 +183,11 @@ def bitop(c: Conn, a: list[bytes]) -> bytes:
         for n in ints[1:]:
             out = out & n if op == b"and" else (out | n if op == b"or" else out ^ n)
     dest = stored(a[2])
-    if size == 0:
-        c.db.delete(dest, sync=False)
-    else:
-        c.db.put(dest, STRING_PREFIX + out.to_bytes(size, "big"), None, sync=False)
+    if size == 0:  # an empty result deletes the destination; no key, no change (Redis)
+        if c.db.delete(dest, sync=False):
+            c.srv.touch(a[2])
+        return reply.ZERO
+    c.db.put(dest, STRING_PREFIX + out.to_bytes(size, "big"), None, sync=False)
     c.srv.touch(a[2])
     return reply.integer(size)
 
@@ -304,6 +306,7 @@ def _bitfield(c: Conn, a: list[bytes], *, readonly: bool) -> bytes:
             buf.extend(bytes(((end + 7) >> 3) - len(buf)))
     mode = b"wrap"
     out: list[bytes] = []
+    changes = 0
     for op in ops:
         if op.kind == b"overflow":
             mode = op.mode
@@ -322,9 +325,12 @@ def _bitfield(c: Conn, a: list[bytes], *, readonly: bool) -> bytes:
             out.append(c.enc.null)
             continue
         _put_bits(buf, op.offset, width, new & ((1 << width) - 1))
+        changes += 1
         out.append(reply.integer(current if op.kind == b"set" else new))
     if writes:
-        _write(c, a[1], bytes(buf), old is not None)
+        # Only a SET or INCRBY that was not refused (OVERFLOW FAIL) counts as a change for
+        # WATCH, though the string is made or grown either way (as Redis 7.0).
+        _write(c, a[1], bytes(buf), old is not None, touch=changes > 0)
     return reply.array(out)
 
 

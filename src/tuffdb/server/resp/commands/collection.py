@@ -67,10 +67,14 @@ class Coll:
             c.srv.signal(self.key, meta)
 
 
-def commit(c: Conn, key: bytes, ops: list[Op]) -> None:
+def commit(c: Conn, key: bytes, ops: list[Op], *, touch: bool = True) -> None:
+    """Write a command's ops; ``touch`` marks WATCHers of ``key`` dirty (False where Redis
+    does not count the write as a change of the key: a stream's groups, consumers, pending
+    entries and XSETID)."""
     if ops:
         c.db.write_batch(ops, sync=False)
-        c.srv.touch(key)
+        if touch:
+            c.srv.touch(key)
 
 
 # -- SCAN family ----------------------------------------------------------------------------

@@ -91,15 +91,17 @@ def xgroup(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0911, PLR0912
         if sub == b"create":
             if s.group(c, gname) is not None:
                 raise CommandError("BUSYGROUP Consumer Group name already exists")
-            if not s.existed:
+            made = not s.existed  # MKSTREAM: a new key is a change to WATCH
+            if made:
                 s = Stream(c, key, create=True)
             s.put_group(gname, [gid[0], gid[1],
                                 INVALID_READ if entries_read is None else entries_read])
         else:
+            made = False
             _group_or_error(c, s, key, gname)
             s.put_group(gname, [gid[0], gid[1],
                                 INVALID_READ if entries_read is None else entries_read])
-        s.finish(c)
+        s.finish(c, touch=made)  # a group's state alone is not (Redis 7.0)
         return reply.OK
     if sub == b"destroy":
         if s.group(c, gname) is None:
@@ -107,7 +109,7 @@ def xgroup(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0911, PLR0912
         s.ops.append((s.group_key(gname), None))
         s.ops.extend((s.pel_key(gname, i), None) for i, _, _, _ in s.pending(c, gname))
         s.ops.extend((s.consumer_key(gname, n), None) for n, _ in s.consumers(c, gname))
-        s.finish(c)
+        s.finish(c, touch=False)
         c.srv.signal(key, s.meta())
         return reply.ONE
     _group_or_error(c, s, key, gname)
@@ -117,14 +119,14 @@ def xgroup(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0911, PLR0912
         if exists:
             return reply.ZERO
         s.touch_consumer(gname, cname, now_ms())
-        s.finish(c)
+        s.finish(c, touch=False)
         return reply.ONE
     if not exists:
         return reply.ZERO
     mine = [i for i, owner, _, _ in s.pending(c, gname) if owner == cname]
     s.ops.extend((s.pel_key(gname, i), None) for i in mine)
     s.ops.append((s.consumer_key(gname, cname), None))
-    s.finish(c)
+    s.finish(c, touch=False)
     return reply.integer(len(mine))
 
 
@@ -143,7 +145,7 @@ def xack(c: Conn, a: list[bytes]) -> bytes:
             s.ops.append((k, None))
             n += 1
     if n:
-        commit(c, a[1], s.ops)
+        commit(c, a[1], s.ops, touch=False)
     return reply.integer(n)
 
 
@@ -280,7 +282,7 @@ def xclaim(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901, PLR0912
         out.append(reply.bulk(id_text(i)) if opts["justid"] else entry_reply(c, i, fields))
     if out:  # the consumer is made (or seen) by a claim, not by asking (as Redis 7.0)
         s.touch_consumer(gname, cname, now)
-    commit(c, key, s.ops)
+    commit(c, key, s.ops, touch=False)
     return reply.array(out)
 
 
@@ -329,7 +331,7 @@ def xautoclaim(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901
         claimed.append(reply.bulk(id_text(pid)) if justid else entry_reply(c, pid, fields))
     if claimed:  # as XCLAIM
         s.touch_consumer(gname, cname, now)
-    commit(c, key, s.ops)
+    commit(c, key, s.ops, touch=False)
     return reply.array([reply.bulk(id_text(nxt)), reply.array(claimed), reply.array(deleted)])
 
 

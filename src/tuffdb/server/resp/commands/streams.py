@@ -149,11 +149,12 @@ class Stream:
         return STREAM_META.pack(TAG_STREAM, self.cid, self.length, last[0], last[1], maxdel[0],
                                 maxdel[1], self.added)
 
-    def finish(self, c: Conn, *, signal: bool = False) -> None:
-        """Queue the metadata (an emptied stream stays), write, notify."""
+    def finish(self, c: Conn, *, signal: bool = False, touch: bool = True) -> None:
+        """Queue the metadata (an emptied stream stays), write, notify (``touch``: see
+        ``collection.commit``)."""
         meta = self.meta()
         self.ops.append(meta_op(self.skey, meta, self.existed))
-        commit(c, self.key, self.ops)
+        commit(c, self.key, self.ops, touch=touch)
         self.existed = True
         self.ops = []
         if signal:
@@ -531,7 +532,7 @@ def xsetid(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901
         s.added = added
     if maxdel != (0, 0):
         s.maxdel = maxdel
-    s.finish(c)
+    s.finish(c, touch=False)  # not a change to WATCH (Redis 7.0)
     return reply.OK
 
 
@@ -720,7 +721,7 @@ def _read_group(c: Conn, key: bytes, gname: bytes, cname: bytes, raw_id: bytes,
             if count is not None and len(items) >= count:
                 break
     s.touch_consumer(gname, cname, now)
-    commit(c, key, s.ops)
+    commit(c, key, s.ops, touch=False)
     return reply.array([entry_reply(c, i, f) for i, f in items])
 
 
