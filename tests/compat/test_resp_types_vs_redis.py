@@ -500,6 +500,14 @@ FOUND: Script = [
     ("HINCRBYFLOAT", "h", "x", "0x10"), ("SET", "hex", "0x10"), ("INCRBYFLOAT", "hex", "1"),
     ("LPUSH", "list", "x"), ("LCS", "list", "str", "MINMATCHLEN", "x"),
     ("LCS", "str", "list", "FOO"),
+    ("BLPOP", "none", "inf"), ("BLPOP", "none", "1e30"), ("BLPOP", "none", "-inf"),
+    ("HSET", "hash", "f", "v"), ("BLMOVE", "none", "hash", "LEFT", "LEFT", "0.01"),
+    ("BRPOPLPUSH", "none", "hash", "0.01"), ("MULTI",),
+    ("BLMOVE", "none", "hash", "LEFT", "LEFT", "0"),
+    ("EXEC",), ("SSCAN", "none", "0", "COUNT", "0"), ("ZSCAN", "none", "0", "MATCH"),
+    ("SSCAN", "str", "x"), ("HSCAN", "none", "-1"), ("ZSCAN", "none", "+1"),
+    ("SSCAN", "none", "01"),
+    ("SSCAN", "none", "18446744073709551616"), ("SSCAN", "none", " 1"),
 ]
 
 

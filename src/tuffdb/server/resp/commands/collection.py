@@ -78,13 +78,27 @@ def commit(c: Conn, key: bytes, ops: list[Op], *, touch: bool = True) -> None:
 
 
 # -- SCAN family ----------------------------------------------------------------------------
+EMPTY_SCAN = b"*2\r\n$1\r\n0\r\n*0\r\n"
+
+
+def scan_cursor(a: list[bytes]) -> None:
+    """HSCAN/SSCAN/ZSCAN: a bad cursor is the error before a missing or wrong-typed key."""
+    parse_cursor(a[2])
+
+
 def scan_reply(c: Conn, a: list[bytes], prefix: bytes, size: int,
                render: Callable[[bytes, bytes], list[bytes]],
                match_key: Callable[[bytes], bytes] | None = None) -> bytes:
     """HSCAN/SSCAN/ZSCAN ``key cursor [MATCH p] [COUNT n]``: ``render(element key
     suffix, value)`` gives the reply items for one element; MATCH applies to the
-    element (``match_key(suffix)`` when the suffix is not the element itself)."""
+    element (``match_key(suffix)`` when the suffix is not the element itself).
+
+    Redis's order: the cursor (callers parse it before the key's type, with
+    :func:`scan_cursor`), then the key (no key, ``size`` 0: an empty scan, whatever
+    the options say), then the options."""
     cursor = parse_cursor(a[2])
+    if not size:
+        return EMPTY_SCAN
     count, pattern, _ = scan_options(a, 3, with_type=False)
     match = compile_glob(pattern) if pattern else None
     start: bytes | None = None

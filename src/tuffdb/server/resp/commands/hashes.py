@@ -14,6 +14,7 @@ from tuffdb.server.resp.commands.collection import (
     batchable,
     commit_batch,
     present,
+    scan_cursor,
     scan_reply,
 )
 from tuffdb.server.resp.commands.common import INT64_MAX, INT64_MIN, to_int
@@ -242,6 +243,7 @@ def hscan(c: Conn, a: list[bytes]) -> bytes:
     """Iterate a hash: small hashes in one reply (as Redis), big ones page by COUNT."""
     novalues = any(x.lower() == b"novalues" for x in a[3:])
     args = [x for x in a if x.lower() != b"novalues"] if novalues else a
+    scan_cursor(a)
     h = Coll(c, a[1], TAG_HASH)
     if novalues:
         return scan_reply(c, args, elements(h.cid), h.size, lambda f, _v: [reply.bulk(f)])

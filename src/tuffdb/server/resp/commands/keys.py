@@ -362,11 +362,16 @@ def scan(c: Conn, a: list[bytes]) -> bytes:
 
 
 def parse_cursor(raw: bytes) -> int:
-    """A SCAN-family cursor: an unsigned 64-bit decimal, else ``ERR invalid cursor``."""
-    cursor = int(raw) if raw.isdigit() and len(raw) <= 20 else -1  # noqa: PLR2004
-    if cursor < 0 or cursor >= 2**64:
+    """A SCAN-family cursor as Redis reads it (``strtoul``): an optional sign and decimal
+    digits (a negative one wraps modulo 2**64, ``-1`` is 2**64 - 1; ``""`` is 0), else
+    ``ERR invalid cursor`` (a leading space, other characters, past 2**64 - 1)."""
+    digits = raw[1:] if raw[:1] in (b"+", b"-") else raw
+    if not (digits.isdigit() or raw == b"") or len(digits.lstrip(b"0")) > 20:  # noqa: PLR2004
         raise CommandError("ERR invalid cursor")
-    return cursor
+    cursor = int(digits) if digits else 0
+    if cursor >= 2**64:
+        raise CommandError("ERR invalid cursor")
+    return (-cursor) % 2**64 if raw[:1] == b"-" else cursor
 
 
 def scan_options(a: list[bytes], i: int, *, with_type: bool = True

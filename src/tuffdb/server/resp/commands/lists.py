@@ -665,9 +665,8 @@ def parse_timeout(raw: bytes) -> float:
     """B*POP/BLMOVE timeouts: seconds as a float (Redis rounds up to whole ms); 0 = none."""
     x = parse_long_double(raw, "ERR timeout is not a float or out of range")
     ms = x * 1000
-    if ms > 2**63 - 1:
-        raise CommandError("ERR timeout is out of range")
-    if ms < 0:
+    # Not in a long long (inf too): C's cast of it is LLONG_MIN, so Redis 7.0 says negative.
+    if not -(2**63) < ms < 2**63 or ms < 0:
         raise CommandError("ERR timeout is negative")
     whole = int(ms) + (1 if ms != int(ms) else 0)
     return whole / 1000
@@ -724,12 +723,9 @@ def brpop(c: Conn, a: list[bytes]) -> bytes:
 
 def _bmove(c: Conn, src: bytes, dst: bytes, from_left: bool, to_left: bool,
            timeout: float) -> bytes:
-    lookup(c.db, dst, TAG_LIST)  # WRONGTYPE on the destination before anything else
-
+    # The destination's type is checked only once the source has an element (``move``), as
+    # Redis does: an empty source waits (or, in MULTI, answers nil) whatever it holds.
     def attempt(key: bytes) -> bytes | None:
-        raw = c.db.get(stored(dst))
-        if raw is not None and raw[0] != TAG_LIST:
-            raise CommandError(WRONGTYPE)
         value = move(c, key, dst, from_left, to_left)
         return None if value is None else reply.bulk(value)
 

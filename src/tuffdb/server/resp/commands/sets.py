@@ -20,6 +20,7 @@ from tuffdb.server.resp.commands.collection import (
     numkeys,
     positive_count,
     present,
+    scan_cursor,
     scan_reply,
 )
 from tuffdb.server.resp.commands.common import to_int
@@ -402,6 +403,7 @@ def smove(c: Conn, a: list[bytes]) -> bytes:
 @command("sscan", -3, "readonly", (1, 1, 1), group="set", since="2.8.0")
 def sscan(c: Conn, a: list[bytes]) -> bytes:
     """Iterate a set's members with a cursor."""
+    scan_cursor(a)
     s = Coll(c, a[1], TAG_SET)
     return scan_reply(c, a, elements(s.cid), s.size, lambda m, _v: [reply.bulk(m)])
 

@@ -23,6 +23,7 @@ from tuffdb.server.resp.commands.collection import (
     commit_batch,
     format_double,
     positive_count,
+    scan_cursor,
     scan_reply,
 )
 from tuffdb.server.resp.commands.common import to_int
@@ -624,6 +625,7 @@ def zrevrank(c: Conn, a: list[bytes]) -> bytes:
 @command("zscan", -3, "readonly", (1, 1, 1), group="sorted-set", since="2.8.0")
 def zscan(c: Conn, a: list[bytes]) -> bytes:
     """Iterate members and scores (scores are bulk strings even in RESP3, as Redis)."""
+    scan_cursor(a)
     z = ZSet(c, a[1])
     return scan_reply(c, a, z.prefix, z.size, lambda m, v: [
         reply.bulk(m), reply.bulk(format_double(unsortable(v)))])
