@@ -95,6 +95,25 @@ def test_geo_commands_reply_like_redis_byte_for_byte(servers: tuple[int, int]) -
     compare(servers, [("HELLO", "3"), *script], exact=True)
 
 
+# Scores no GEOADD wrote (ZADD, ZINCRBY) decode where Redis's C cast puts them: inf, -inf,
+# NaN-free negatives and values past 2**52 and 2**63 gave "internal error" before.
+ODD_SCORES: Script = [
+    ("ZADD", "g", "inf", "a", "-inf", "b", "-5", "c", "1e300", "d", "5e15", "e",
+     "4503599627370496", "f", "-9.3e18", "h", "1.8e19", "i", "1e19", "j"),
+    ("GEOPOS", "g", "a", "b", "c", "d", "e", "f", "h", "i", "j"),
+    ("GEOHASH", "g", "a", "b", "c", "d", "e", "f", "h", "i", "j"),
+    ("GEODIST", "g", "a", "c"), ("GEODIST", "g", "e", "f", "km"), ("ZINCRBY", "z", "inf", "x"),
+    ("GEODIST", "z", "x", "x"),
+    ("GEOSEARCH", "g", "FROMMEMBER", "e", "BYRADIUS", "50000", "km", "ASC", "WITHCOORD",
+     "WITHHASH"),
+    ("GEORADIUSBYMEMBER", "g", "a", "100", "km"),
+]
+
+
+def test_scores_not_written_by_geoadd_decode_as_in_redis(servers: tuple[int, int]) -> None:
+    compare(servers, ODD_SCORES, exact=True)
+
+
 LON = st.floats(min_value=-180, max_value=180).map(lambda x: f"{x:.6f}")
 LAT = st.floats(min_value=-85.05, max_value=85.05).map(lambda x: f"{x:.6f}")
 DIST = st.sampled_from(["0", "1", "75", "500", "2500", "8000", "20000"])

@@ -92,9 +92,23 @@ def area_of(bits: int, step: int) -> Area:
                 LAT_MIN + ((ilat + 1) * 1.0 / cells) * lat_scale)
 
 
+def score_bits(score: float) -> int:
+    """The geohash bits Redis reads from a score: C's ``(uint64_t)`` cast as x86-64 does it,
+    so a score no GEOADD wrote (ZADD, ZINCRBY: inf, negative, past 2**52) decodes where
+    Redis's does instead of failing. Below 2**63 the signed conversion (truncation; a
+    negative number wraps; out of range, the "integer indefinite" 2**63); from 2**63,
+    2**63 less converts and the sign bit is flipped (inf and NaN: 0)."""
+    if score != score:  # noqa: PLR0124 - NaN
+        return 0
+    if score < 2.0**63:
+        return 1 << 63 if score <= -(2.0**63) else int(score) & MASK64
+    rest = score - 2.0**63
+    return 0 if rest >= 2.0**63 else int(rest) ^ (1 << 63)
+
+
 def decode(score: float) -> tuple[float, float]:
     """(longitude, latitude) of a geo member's score: the centre of its cell."""
-    a = area_of(int(score), STEP)
+    a = area_of(score_bits(score), STEP)
     lon = min(max((a.lon_min + a.lon_max) / 2, LON_MIN), LON_MAX)
     lat = min(max((a.lat_min + a.lat_max) / 2, LAT_MIN), LAT_MAX)
     return lon, lat
