@@ -36,7 +36,7 @@ from tuffdb.server.resp.keyspace import (
     new_collection,
     stored,
 )
-from tuffdb.server.resp.table import SYNTAX, WRONGTYPE, CommandError, batched, command
+from tuffdb.server.resp.table import SYNTAX, CommandError, batched, command
 
 if TYPE_CHECKING:
     from collections.abc import Callable
