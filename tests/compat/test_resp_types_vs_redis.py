@@ -508,6 +508,10 @@ FOUND: Script = [
     ("SSCAN", "str", "x"), ("HSCAN", "none", "-1"), ("ZSCAN", "none", "+1"),
     ("SSCAN", "none", "01"),
     ("SSCAN", "none", "18446744073709551616"), ("SSCAN", "none", " 1"),
+    ("FUNCTION", "FLUSH"), ("FUNCTION", "LOAD", "#!lua name=found\n"
+                            "redis.register_function('f1', function(keys, args) return 1 end)"),
+    ("FCALL", "f1", "x"), ("FCALL", "f1", "-1"), ("FCALL", "f1", "5"), ("FCALL", "nofn", "x"),
+    ("FCALL_RO", "f1", "9223372036854775808"), ("FUNCTION", "FLUSH"),
 ]
 
 

@@ -120,15 +120,15 @@ def script(c: Conn, a: list[bytes]) -> bytes:  # noqa: PLR0911  (one branch per 
 
 # -- functions (Redis 7.0; functions.py keeps the libraries) ---------------------------------
 def _fcall(c: Conn, a: list[bytes], *, readonly: bool) -> bytes:
-    n = to_int(a[2])
-    if n < 0:
-        raise CommandError("ERR Number of keys can't be negative")
-    if n > len(a) - 3:
-        raise CommandError("ERR Number of keys can't be greater than number of args")
     scripts = c.srv.scripts
     function = scripts.functions.functions.get(a[1].decode("utf-8", "replace"))
-    if function is None:
+    if function is None:  # first, then the key count (Redis 7.0's order and texts)
         raise CommandError("ERR Function not found")
+    n = to_int(a[2], "ERR Bad number of keys provided")
+    if n > len(a) - 3:
+        raise CommandError("ERR Number of keys can't be greater than number of args")
+    if n < 0:
+        raise CommandError("ERR Number of keys can't be negative")
     if "no-writes" in function.flags:
         readonly = True
     elif readonly:
