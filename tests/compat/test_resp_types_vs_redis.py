@@ -512,6 +512,10 @@ FOUND: Script = [
                             "redis.register_function('f1', function(keys, args) return 1 end)"),
     ("FCALL", "f1", "x"), ("FCALL", "f1", "-1"), ("FCALL", "f1", "5"), ("FCALL", "nofn", "x"),
     ("FCALL_RO", "f1", "9223372036854775808"), ("FUNCTION", "FLUSH"),
+    ("CONFIG", "GET", "maxmemory"), ("CONFIG", "GET", "maxmemory-policy"),
+    ("CONFIG", "GET", "notify-keyspace-events"), ("CONFIG", "SET", "maxmemory"),
+    ("CONFIG", "SET", "maxmemory", "0", "x"), ("CONFIG", "SET", "maxmemory-policy", "noeviction"),
+    ("OBJECT", "HELP", "x"),
 ]
 
 

@@ -24,6 +24,7 @@ from tuffdb.server.resp.keyspace import user_ranges
 from tuffdb.server.resp.glob import compile_glob
 from tuffdb.server.resp.server import REDIS_COMPAT_VERSION, TO_ENGINE, hard_limits
 from tuffdb.server.resp.table import (
+    SYNTAX,
     TABLE,
     CommandError,
     arity_ok,
@@ -205,6 +206,11 @@ def _config_values(srv: RespServer) -> dict[str, str]:
         "port": str(srv.port),
         "bind": srv.host,
         "dir": str(srv.data_dir),
+        # tuffdb never evicts (every key lives in the engine's tiers, not in a RAM budget)
+        # and sends no keyspace notifications: tools that check these see so.
+        "maxmemory": "0",
+        "maxmemory-policy": "noeviction",
+        "notify-keyspace-events": "",
     }
 
 
@@ -224,6 +230,14 @@ def _config_set(srv: RespServer, name: str, value: str) -> None:  # noqa: C901  
         srv.max_bulk_len = n
         for cl in srv.clients.values():
             cl.parser.max_bulk_len = n
+    elif name in ("maxmemory", "maxmemory-policy"):  # only what is true: no eviction
+        wanted = {"0"} if name == "maxmemory" else {"noeviction"}
+        if value.lower() not in wanted:
+            raise ValueError("tuffdb never evicts keys (maxmemory 0, maxmemory-policy "
+                             "noeviction)")
+    elif name == "notify-keyspace-events":
+        if value:
+            raise ValueError("tuffdb sends no keyspace notifications")
     elif name == "timeout":
         srv.timeout = max(int(value), 0)
     elif name in ("busy-reply-threshold", "lua-time-limit"):
@@ -251,7 +265,11 @@ def config(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901  (one branch per sub
             if any(compile_glob(p.lower())(name.encode()) for p in a[2:]):
                 pairs.append((reply.bulk(name.encode()), reply.bulk(value.encode())))
         return c.enc.map(pairs)
-    if sub == b"set" and len(a) >= 4 and len(a) % 2 == 0:
+    if sub == b"set" and len(a) < 4:  # noqa: PLR2004
+        raise CommandError("ERR wrong number of arguments for 'config|set' command")
+    if sub == b"set" and len(a) % 2:
+        raise CommandError(SYNTAX)
+    if sub == b"set":
         for i in range(2, len(a), 2):
             name = a[i].decode("utf-8", "replace").lower()
             try:
@@ -269,9 +287,6 @@ def config(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901  (one branch per sub
         return reply.OK
     if sub == b"rewrite" and len(a) == 2:
         raise CommandError("ERR The server is running without a config file")
-    if sub == b"set":
-        raise CommandError("ERR Unknown option or number of arguments for CONFIG SET - "
-                           f"'{a[2].decode('utf-8', 'replace') if len(a) > 2 else ''}'")
     if sub in (b"get", b"resetstat", b"rewrite"):
         raise CommandError(f"ERR wrong number of arguments for 'config|{sub.decode()}' command")
     raise CommandError(

@@ -485,10 +485,10 @@ def object_(c: Conn, a: list[bytes]) -> bytes:
                  b"ENCODING <key>", b"FREQ <key>", b"IDLETIME <key>", b"REFCOUNT <key>",
                  b"HELP"]
         return reply.array([reply.simple(x) for x in lines])
-    if sub not in (b"encoding", b"refcount", b"idletime", b"freq"):
+    if sub not in (b"encoding", b"refcount", b"idletime", b"freq", b"help"):
         raise CommandError(f"ERR unknown subcommand '{a[1].decode('utf-8', 'replace')}'. "
                            "Try OBJECT HELP.")
-    if len(a) != 3:  # noqa: PLR2004
+    if len(a) != 3 or sub == b"help":  # noqa: PLR2004
         raise CommandError(f"ERR wrong number of arguments for 'object|{sub.decode()}' "
                            "command")
     raw = c.db.get(stored(a[2]))
