@@ -516,6 +516,9 @@ FOUND: Script = [
     ("CONFIG", "GET", "notify-keyspace-events"), ("CONFIG", "SET", "maxmemory"),
     ("CONFIG", "SET", "maxmemory", "0", "x"), ("CONFIG", "SET", "maxmemory-policy", "noeviction"),
     ("OBJECT", "HELP", "x"),
+    *[("EVAL", f"local r = redis.pcall({call}); local t = {{}}; for k, v in pairs(r) do "
+               "t[#t+1] = tostring(k) .. '=' .. tostring(v) end; table.sort(t); return t", "0")
+      for call in ("'NOSUCH'", "'INCR', 'list'", "'LPUSH'", "'SET', 'a', {}", "")],
 ]
 
 

@@ -497,8 +497,8 @@ class LuaEngine:
             return self.lua.table_from([self.to_lua(v) for v in value])
         if t is Status:
             return self.lua.table_from({b"ok": bytes(value)})
-        if t is ErrorReply:
-            return self.lua.table_from({b"err": bytes(value)})
+        if t is ErrorReply:  # Redis 7.0 marks a command's error so it is not counted twice
+            return self.lua.table_from({b"err": bytes(value), b"ignore_error_stats_update": True})
         if t is Double:
             return self.lua.table_from({b"double": float(value)})
         if t is RespMap:

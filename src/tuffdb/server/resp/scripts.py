@@ -255,14 +255,15 @@ class Scripts:
         assert ctx is not None
         if not args:
             return self._fail(protected,
-                              "ERR Please specify at least one argument for this redis lib call")
+                              "ERR Please specify at least one argument for this redis lib call",
+                              checked=False)
         argv: list[bytes] = []
         for x in args:
             if isinstance(x, bytes):
                 argv.append(x)
             elif isinstance(x, bool) or not isinstance(x, (int, float)):
                 return self._fail(protected, "ERR Lua redis lib command arguments must be "
-                                             "strings or integers")
+                                             "strings or integers", checked=False)
             elif isinstance(x, int) or x == int(x):
                 argv.append(b"%d" % int(x))
             else:
@@ -291,8 +292,13 @@ class Scripts:
             return self._fail(protected, bytes(value).decode("utf-8", "replace"))
         return engine.to_lua(value)
 
-    def _fail(self, protected: bool, text: str) -> Any:
-        """redis.pcall returns ``{err=text}``; redis.call raises (see lua.py)."""
+    def _fail(self, protected: bool, text: str, *, checked: bool = True) -> Any:
+        """redis.pcall returns ``{err=text}``; redis.call raises (see lua.py). An error of
+        the call itself (``checked``: past the arguments' conversion, as Redis 7.0's
+        scriptCall) also carries ``ignore_error_stats_update = true``, as Redis's does."""
         if not protected:
             raise CallError(text)
+        if checked:
+            return self.engine.lua.table_from({b"err": text.encode(),
+                                               b"ignore_error_stats_update": True})
         return self.engine.lua.table_from({b"err": text.encode()})
