@@ -519,6 +519,8 @@ FOUND: Script = [
     *[("EVAL", f"local r = redis.pcall({call}); local t = {{}}; for k, v in pairs(r) do "
                "t[#t+1] = tostring(k) .. '=' .. tostring(v) end; table.sort(t); return t", "0")
       for call in ("'NOSUCH'", "'INCR', 'list'", "'LPUSH'", "'SET', 'a', {}", "")],
+    ("EVAL", "return {double=-0.0}", "0"),
+    ("EVAL", "redis.setresp(3); return redis.call('ZINCRBY', 'nz', '-0', 'm')", "0"),
 ]
 
 

@@ -236,3 +236,34 @@ def test_watch_aborts_exactly_when_redis_aborts(servers: tuple[int, int], setup:
                                                 other: tuple[str, ...]) -> None:
     ours, theirs = (_watch(port, setup, key, other) for port in servers)
     assert ours == theirs, f"WATCH {key}, then {' '.join(other)!r}: EXEC ran {ours}, Redis {theirs}"
+
+
+# -- every reply through Lua: a command's reply converted to Lua and back, RESP2 and 3 --------
+PROXIES = pick(
+    "return redis.pcall(unpack(ARGV))",
+    "redis.setresp(3); return redis.pcall(unpack(ARGV))",
+    "local r = redis.pcall(unpack(ARGV)); if type(r) == 'table' then local n = 0; "
+    "for k, v in pairs(r) do n = n + 1 end; return {type(r), n, r.ok or r.err or r.double or '-'} "
+    "end; return {type(r), tostring(r)}",
+)
+UNORDERED = ("SMEMBERS", "SINTER", "SUNION", "SDIFF", "HGETALL", "HKEYS", "HVALS", "KEYS", "SPOP",
+             "SRANDMEMBER")
+
+
+def _through_lua(cmd: tuple[str, ...], proxy: str) -> tuple[str, ...]:
+    """``cmd`` run by a script that returns its reply (commands whose order Redis leaves
+    unspecified, and those a script may not run, are sent as they are)."""
+    if cmd[0] in UNORDERED or cmd[0] in ("MULTI", "EXEC", "DISCARD", "EVAL", "EVAL_RO"):
+        return cmd
+    return ("EVAL", proxy, "0", *cmd)
+
+
+@RUN
+@given(script=st.lists(st.tuples(st.one_of(STRINGS, BITMAPS, HASHES, ZSETS, SETS, LISTS, STREAMS,
+                                           GENERIC), PROXIES), min_size=1, max_size=20),
+       hello3=st.booleans())
+def test_replies_through_lua_like_redis(servers: tuple[int, int],
+                                        script: list[tuple[tuple[str, ...], str]],
+                                        hello3: bool) -> None:
+    cmds = [_through_lua(cmd, proxy) for cmd, proxy in script]
+    compare(servers, [*([("HELLO", "3")] if hello3 else []), *cmds, ("DISCARD",)])

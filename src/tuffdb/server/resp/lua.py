@@ -410,6 +410,10 @@ class LuaEngine:
                                     self.lua, self.lua.globals().tonumber)),
                                 self._load_expired)
         self._compile, self._run, self._load_library, self._run_function = boot
+        # lupa hands a Lua -0.0 to Python as the integer 0: whether a table's field is -0,
+        # asked where the sign still is (a script's {double = -0.0}, a ZINCRBY's -0 reply)
+        self._negative_zero = self.lua.execute(
+            "return function(t, k) local x = t[k]; return x == 0 and 1 / x < 0 end")
         self._load_deadline = 0.0
         self.LuaError = lua51.LuaError
 
@@ -549,7 +553,10 @@ class LuaEngine:
             return reply.simple(_bytes(ok))
         double = value[b"double"]
         if double is not None:
-            return enc.double(format_double(float(double)))
+            x = float(double)
+            if x == 0 and self._negative_zero(value, b"double"):
+                x = -0.0
+            return enc.double(format_double(x))
         big = value[b"big_number"]
         if big is not None:
             return b"(%b\r\n" % _bytes(big) if enc.proto == 3 else reply.bulk(_bytes(big))  # noqa: PLR2004
