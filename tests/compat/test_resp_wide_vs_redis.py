@@ -14,6 +14,7 @@ encodings (DUMP, OBJECT ENCODING) and no HyperLogLog over a string edited by han
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -191,7 +192,9 @@ SCRIPTS = st.one_of(one(pick("EVAL", "EVAL_RO"), LUA, "1", K, pick("1", "1.5", "
                     one("EVAL", LUA, pick("0", "2", "-1", "x"), K, K))
 EVERYTHING = st.one_of(STRINGS, BITMAPS, HASHES, ZSETS, SETS, LISTS, STREAMS, GENERIC, BLOCKERS,
                        SCRIPTS)
-RUN = settings(max_examples=100, deadline=None,
+# A long differential run: TUFFDB_WIDE_EXAMPLES=10000 pytest tests/compat/test_resp_wide_vs_redis.py
+EXAMPLES = int(os.environ.get("TUFFDB_WIDE_EXAMPLES", "100"))
+RUN = settings(max_examples=EXAMPLES, deadline=None,
                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
@@ -201,7 +204,7 @@ def test_wide_random_sequences_reply_like_redis(servers: tuple[int, int], script
     compare(servers, [*script, ("DISCARD",)])
 
 
-@settings(RUN, max_examples=50)
+@settings(RUN, max_examples=max(1, EXAMPLES // 2))
 @given(script=st.lists(EVERYTHING, min_size=1, max_size=25))
 def test_wide_random_sequences_reply_like_redis_in_resp3(servers: tuple[int, int],
                                                          script: Script) -> None:
