@@ -181,6 +181,25 @@ def compare(servers: tuple[int, int], script: list[tuple[str, ...]], *,
                 f"{' '.join(cmd)!r}: tuffdb {a!r} != redis {b!r}"
 
 
+def watched_exec_runs(port: int, setup: list[tuple[str, ...]], key: str,
+                      other: tuple[str, ...]) -> bool:
+    """Whether a transaction runs when ``key`` was watched (after ``setup`` on a fresh
+    keyspace) and then another client ran ``other`` (False: EXEC aborted)."""
+    a, b = RawClient(port), RawClient(port)
+    try:
+        a.call("FLUSHALL")
+        for cmd in setup:
+            a.call(*cmd)
+        a.call("WATCH", key)
+        b.call(*other)
+        a.call("MULTI")
+        a.call("PING")
+        return not a.call("EXEC").startswith(b"*-1")
+    finally:
+        a.close()
+        b.close()
+
+
 def tuffdb_and_redis(tmp_path_factory: pytest.TempPathFactory,
                      name: str) -> Iterator[tuple[int, int]]:
     """(tuffdb port, redis-server port) for a module: a fresh tuffdb (everysec) and a

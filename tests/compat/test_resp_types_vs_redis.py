@@ -20,7 +20,14 @@ from hypothesis import strategies as st
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from resp_harness import NEEDS_REDIS, RawClient, compare, normalise, tuffdb_and_redis  # noqa: E402
+from resp_harness import (  # noqa: E402
+    NEEDS_REDIS,
+    RawClient,
+    compare,
+    normalise,
+    tuffdb_and_redis,
+    watched_exec_runs,
+)
 
 pytestmark = NEEDS_REDIS
 
@@ -816,25 +823,9 @@ WATCH_OTHERS: list[tuple[str, tuple[str, ...]]] = [  # (the key watched, the oth
 ]
 
 
-def _watched_exec_runs(port: int, key: str, other: tuple[str, ...]) -> bool:
-    a, b = RawClient(port), RawClient(port)
-    try:
-        a.call("FLUSHALL")
-        for cmd in WATCH_SETUP:
-            a.call(*cmd)
-        a.call("WATCH", key)
-        b.call(*other)
-        a.call("MULTI")
-        a.call("PING")
-        return not a.call("EXEC").startswith(b"*-1")
-    finally:
-        a.close()
-        b.close()
-
-
 @pytest.mark.parametrize(("key", "other"), WATCH_OTHERS,
                          ids=lambda x: " ".join(x) if isinstance(x, tuple) else x)
 def test_watch_is_broken_by_what_breaks_it_in_redis(servers: tuple[int, int], key: str,
                                                      other: tuple[str, ...]) -> None:
-    ours, theirs = (_watched_exec_runs(port, key, other) for port in servers)
+    ours, theirs = (watched_exec_runs(port, WATCH_SETUP, key, other) for port in servers)
     assert ours == theirs, f"WATCH {key}, then {' '.join(other)}: EXEC ran {ours}, Redis {theirs}"

@@ -24,7 +24,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from resp_harness import NEEDS_REDIS, RawClient, compare, tuffdb_and_redis  # noqa: E402
+from resp_harness import (  # noqa: E402
+    NEEDS_REDIS,
+    compare,
+    tuffdb_and_redis,
+    watched_exec_runs,
+)
 
 pytestmark = NEEDS_REDIS
 
@@ -211,23 +216,6 @@ def test_wide_random_sequences_reply_like_redis_in_resp3(servers: tuple[int, int
     compare(servers, [("HELLO", "3"), *script, ("DISCARD",)])
 
 
-def _watch(port: int, setup: Script, key: str, other: tuple[str, ...]) -> bool:
-    """Whether a transaction on ``key``, watched before another client ran ``other``, ran."""
-    a, b = RawClient(port), RawClient(port)
-    try:
-        a.call("FLUSHALL")
-        for cmd in setup:
-            a.call(*cmd)
-        a.call("WATCH", key)
-        b.call(*other)
-        a.call("MULTI")
-        a.call("PING")
-        return not a.call("EXEC").startswith(b"*-1")
-    finally:
-        a.close()
-        b.close()
-
-
 OTHERS = st.one_of(STRINGS, BITMAPS, HASHES, ZSETS, SETS, LISTS, STREAMS, GENERIC, SCRIPTS).filter(
     lambda cmd: cmd[0] not in ("MULTI", "EXEC", "DISCARD"))
 
@@ -237,7 +225,7 @@ OTHERS = st.one_of(STRINGS, BITMAPS, HASHES, ZSETS, SETS, LISTS, STREAMS, GENERI
        key=K, other=OTHERS)
 def test_watch_aborts_exactly_when_redis_aborts(servers: tuple[int, int], setup: Script, key: str,
                                                 other: tuple[str, ...]) -> None:
-    ours, theirs = (_watch(port, setup, key, other) for port in servers)
+    ours, theirs = (watched_exec_runs(port, setup, key, other) for port in servers)
     assert ours == theirs, f"WATCH {key}, then {' '.join(other)!r}: EXEC ran {ours}, Redis {theirs}"
 
 
