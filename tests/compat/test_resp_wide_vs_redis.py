@@ -197,7 +197,8 @@ SCRIPTS = st.one_of(one(pick("EVAL", "EVAL_RO"), LUA, "1", K, pick("1", "1.5", "
                     one("EVAL", LUA, pick("0", "2", "-1", "x"), K, K))
 EVERYTHING = st.one_of(STRINGS, BITMAPS, HASHES, ZSETS, SETS, LISTS, STREAMS, GENERIC, BLOCKERS,
                        SCRIPTS)
-# A long differential run: TUFFDB_WIDE_EXAMPLES=10000 pytest tests/compat/test_resp_wide_vs_redis.py
+# A long differential run (past the suite's 300 s per test):
+# TUFFDB_WIDE_EXAMPLES=10000 pytest --timeout 0 tests/compat/test_resp_wide_vs_redis.py
 EXAMPLES = int(os.environ.get("TUFFDB_WIDE_EXAMPLES", "100"))
 RUN = settings(max_examples=EXAMPLES, deadline=None,
                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
