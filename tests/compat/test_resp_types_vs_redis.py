@@ -469,10 +469,12 @@ LONG_LISTS: Script = [
 ]
 
 
-# Found by a long differential run (a wider alphabet than the Hypothesis tests below, 2026-12-07):
-# which error Redis reports first when a command has a bad argument and a missing or wrong-typed
-# key, a computed -0 score, trims that take the entry XADD just added, consumers made only by
-# what serves them, and strtold's hexadecimal floats. Each line failed before its fix.
+# Found by long differential runs (test_resp_wide_vs_redis.py's alphabets, 2026-12-07): which
+# error Redis reports first when a command has a bad argument and a missing or wrong-typed key,
+# a computed -0 score, trims that take the entry XADD just added, consumers made only by what
+# serves them, strtold's hexadecimal floats and C's casts (timeouts, SCAN cursors), FCALL's key
+# count, CONFIG's eviction and notification settings, and Lua's error tables and -0. Each line
+# failed before its fix.
 FOUND: Script = [
     ("ZINCRBY", "z", "-0", "m"), ("ZSCORE", "z", "m"), ("ZADD", "z", "INCR", "-0", "n"),
     ("ZRANGE", "z", "0", "-1", "WITHSCORES"), ("ZUNION", "1", "z", "WEIGHTS", "-1", "WITHSCORES"),
