@@ -136,9 +136,10 @@ def bitcount(c: Conn, a: list[bytes]) -> bytes:
 @command("bitpos", -3, "readonly", (1, 1, 1), group="bitmap", since="2.8.7")
 def bitpos(c: Conn, a: list[bytes]) -> bytes:  # noqa: C901
     """The first bit set (or clear) in the string, or in a byte or bit range."""
-    if to_int(a[2]) not in (0, 1):
+    bit = to_int(a[2])
+    if bit not in (0, 1):
         raise CommandError("ERR The bit argument must be 1 or 0.")
-    want = to_int(a[2]) == 1
+    want = bit == 1
     value = get_string(c, a[1])
     if value is None:  # before the range is read (as Redis)
         return reply.integer(-1 if want else 0)

@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 from tuffdb import errors
-from tuffdb.kv.store import KEEP_TTL
+from tuffdb.kv.store import KEEP_TTL, Deadline
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.commands.common import (
     INT64_MAX,
@@ -65,10 +65,10 @@ def write_string(c: Conn, key: bytes, value: bytes, ttl: float | None,
     """``at``: the exact deadline of an EXAT/PXAT (``ttl`` is then the same, rounded)."""
     if ttl is not None and ttl <= 0:
         c.db.delete(stored(key), sync=False)  # an EXAT/PXAT in the past: set, then expired
+    elif at is not None:  # one put at the deadline, to the millisecond (PEXPIRETIME's answer)
+        c.db.write_batch([(stored(key), STRING_PREFIX + value, Deadline(at))], sync=False)
     else:
         c.db.put(stored(key), STRING_PREFIX + value, ttl, sync=False)
-        if at is not None:  # to the millisecond, as PEXPIRETIME then answers
-            c.db.expire_at(stored(key), at, sync=False)
     c.srv.touch(key)
 
 
