@@ -19,8 +19,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
-from tuffdb.errors import LimitExceeded, ProgrammingError
+from tuffdb.errors import CorruptionError, LimitExceeded, ProgrammingError
 from tuffdb.events.api import Event, SequencedEvent, TrackingInfo
 from tuffdb.events import umadb_v1_pb2 as pb
 
@@ -513,8 +514,15 @@ def fold_rows(rows: Sequence[tuple[int, str, Sequence[str]]], names: dict[str, i
 
 
 def decode_entries(joined: bytes) -> list[SequencedEvent]:
-    """Decode joined entries in bulk (protobuf C parser), then wrap them."""
-    msg = pb.ReadResponse.FromString(joined)
+    """Decode joined entries in bulk (protobuf C parser), then wrap them.
+
+    :raises CorruptionError: the bytes are not entries (reads check every frame's CRC
+        first, so this means stored entries that were never valid)
+    """
+    try:
+        msg = pb.ReadResponse.FromString(joined)
+    except DecodeError as exc:
+        raise CorruptionError(f"stored events do not decode: {exc}") from exc
     out: list[SequencedEvent] = []
     append = out.append
     for se in msg.events:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tuffdb._format.record import FRAME, FRAME_SIZE, Frame, scan_frames
+from tuffdb._format.record import FRAME, FRAME_SIZE, Frame, check_frames, scan_frames
 from tuffdb._format.segment import SEGMENT_HEADER_SIZE
 from tuffdb.errors import ClosedError, CorruptionError, NotLeaderError, ProgrammingError
 from tuffdb.events import codec, sealed_index
@@ -97,6 +97,12 @@ class EventStore:
         self._addr = Column(np.int64)
         self._len = Column(np.int64)
         self._frames = Column(np.int64)  # address of every EVENTS frame, ascending
+        # Frames of sealed segments opened from their index files, not read since: True
+        # until a read checks their CRCs (_check_frames). Every other frame was checked
+        # by the scan at open or written by this process.
+        self._unchecked = np.zeros(0, bool)
+        self._unchecked_left = 0
+        self._check_lock = threading.Lock()
         self._tracking: dict[str, int] = {}
         self._head = 0
         self._cv = threading.Condition()
@@ -162,10 +168,13 @@ class EventStore:
         segs = self._log.segments
         first = 1
         self._segment_firsts = []
+        unchecked: list[tuple[int, int]] = []  # frame index ranges read from index files
         for i, seg in enumerate(segs):
             last = i == len(segs) - 1
             ix = None if last else self._load_index(seg.base_address, seg.size, first)
-            if ix is None:
+            if ix is not None:
+                unchecked.append((self._frames.size, self._frames.size + len(ix.frames)))
+            else:
                 ix = sealed_index.scan_segment(
                     self._frames_of(seg), seg.base_address, str(seg.path), first, self._codec
                 )
@@ -180,6 +189,10 @@ class EventStore:
                 self._seg_tags = set(ix.postings)
                 self._seg_tracking = dict(ix.tracking)
         self._head = first - 1
+        self._unchecked = np.zeros(self._frames.size, bool)
+        for lo, hi in unchecked:
+            self._unchecked[lo:hi] = True
+        self._unchecked_left = int(self._unchecked.sum())
 
     def _load_index(self, base: int, size: int, first: int) -> sealed_index.SegmentIndex | None:
         path = sealed_index.index_path(self._index_dir, base)
@@ -506,6 +519,8 @@ class EventStore:
         n = len(pos)
         if n == 0:
             return b""
+        if self._unchecked_left:
+            self._check_frames(self._addr.array[pos - 1])
         if self._codec is not None:
             return self._join_encoded(pos)
         idx = pos - 1
@@ -557,6 +572,47 @@ class EventStore:
             if held is not None:
                 held.release()
         return b"".join(out)
+
+    def _check_frames(self, a: np.ndarray) -> None:
+        """Check, once, the CRC of each frame holding an entry at an address in ``a`` that
+        was opened from an index file and not read since (a sealed segment's index says
+        where its entries are, not that the bytes there are still good); contiguous
+        frames are read and checked in one ``pread``.
+
+        :raises CorruptionError: a frame fails its check (it stays unchecked, so every
+            read that needs it fails the same way)
+        """
+        unchecked = self._unchecked
+        n = len(unchecked)
+        frames = self._frames.array[: self._frames.size]
+        fi = np.searchsorted(frames, a, "right") - 1
+        fi = fi[(fi >= 0) & (fi < n)]
+        todo = np.unique(fi[unchecked[fi]])
+        if not len(todo):
+            return
+        bases = self._segment_bases
+        segs = self._log.segments
+        # Runs of consecutive frames within one segment.
+        seg_of = np.searchsorted(bases, frames[todo], "right") - 1
+        breaks = np.flatnonzero((np.diff(todo) != 1) | (np.diff(seg_of) != 0)) + 1
+        for run, s in zip(np.split(todo, breaks), seg_of[np.r_[0, breaks]].tolist(),
+                          strict=True):
+            lo, hi = int(run[0]), int(run[-1])
+            start = int(frames[lo])
+            seg_end = bases[s] + segs[s].size
+            end = min(int(frames[hi + 1]), seg_end) if hi + 1 < len(frames) else seg_end
+            off = start - bases[s] + SEGMENT_HEADER_SIZE
+            buf = self._file(s).pread(end - start, off)
+            stop, why, _ = check_frames(buf, 0, len(buf))
+            if why is not None or stop != len(buf):
+                raise CorruptionError(
+                    f"sealed event segment damaged: {why or 'a frame ends past its run'}",
+                    path=str(self._segment_paths[s]), offset=off + stop,
+                )
+            with self._check_lock:
+                fresh = run[unchecked[run]]
+                unchecked[fresh] = False
+                self._unchecked_left -= len(fresh)
 
     def _join_encoded(self, pos: np.ndarray) -> bytes:
         """Encrypted store: decode each frame once (small cache) and slice its entries."""
@@ -650,8 +706,8 @@ class EventStore:
         """Self-check; [] when consistent.
 
         Always: the in-memory columns cover the head. ``deep=True`` also re-reads every
-        segment and verifies every frame's CRC and the position sequence (reads themselves
-        do not re-verify CRCs of sealed segments once indexed).
+        segment and verifies every frame's CRC and the position sequence (reads check a
+        frame's CRC the first time they need it after open, then trust it).
         """
         problems = []
         if deep:
