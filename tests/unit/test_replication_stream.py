@@ -213,6 +213,37 @@ def test_a_follower_that_restarts_catches_up_from_the_ring(tmp_path: Path) -> No
         shut_down(client, server, seq, follower, leader)
 
 
+def test_rounds_handed_to_a_closed_sequencer_are_called_back_after_earlier_pending_ones(
+        ) -> None:
+    """A leader stepped down with a round still waiting for its followers; then the store's
+    last round reaches the closed sequencer. Both are refused, in LSN order: the later
+    one's callback used to run at once, ahead of the earlier round's, and the store's
+    group commit took it as the outcome of every round up to it, so the earlier round's
+    writers were acknowledged though no follower had their round (a paused-leader
+    cluster test lost one acknowledged SET). The confirmer thread is kept out (the
+    sequencer's lock is held) so the order depends on the sequencer alone."""
+    lease = Lease(ttl_s=3600, margin_s=1)
+    lease.renewed(time.monotonic())
+    seq = Sequencer(epoch=7, last_lsn=0, lease=lease, required=lambda: 1, timeout_s=60.0)
+    tap, later = seq.tap("kv"), seq.confirm_later("kv")
+    calls: list[tuple[str, BaseException | None]] = []
+    try:
+        with seq._cv:
+            tap([("log", 0, b"x")])
+            later(lambda outcome: calls.append(("first", outcome)))
+            assert calls == []  # waiting for a follower
+            seq.close()
+            tap([("log", 1, b"y")])
+            later(lambda outcome: calls.append(("last", outcome)))
+        confirmer = seq._confirmer
+        assert confirmer is not None
+        confirmer.join(WAIT_S)
+        assert [name for name, _ in calls] == ["first", "last"]
+        assert all(isinstance(outcome, NotLeaderError) for _, outcome in calls)
+    finally:
+        seq.close()
+
+
 def test_a_round_handed_to_a_closed_sequencer_is_refused_and_later_rounds_go_on(
         tmp_path: Path) -> None:
     """A leader steps down: its sequencer closes, then each store runs one last round
