@@ -242,3 +242,33 @@ def test_a_leader_stopped_cleanly_rejoins_from_its_position_without_a_snapshot(
     events = [line.get("event") for line in old.drain()]
     assert "snapshot installed" not in events
     assert "following" in events
+
+
+def test_a_node_with_another_cluster_secret_is_turned_away(make_cluster: object) -> None:
+    """The leader's replication port admits only nodes that prove the cluster's secret
+    (derived here from the encryption key every node shares): a node restarted with
+    another ``--cluster-secret`` gets no stream and no snapshot, and never joins the sync
+    set; restarted as before, it catches up."""
+    cluster = make_cluster("secret")  # type: ignore[operator]
+    leader = cluster.leader()
+    cluster.in_sync(leader, 2)
+    stranger = cluster.followers(leader)[0]
+    stranger.stop()
+    plain = list(stranger.argv)
+    stranger.argv = [*plain, "--cluster-secret", "not-the-cluster's"]
+    stranger.start()
+    until("the stranger to be turned away", lambda: any(
+        line.get("event") == "the leader turned this node away" for line in stranger.drain()))
+    until("the leader to refuse it", lambda: any(
+        line.get("event") == "replication connection refused: it does not know the cluster "
+                             "secret" for line in leader.drain()))
+    _set_keys(leader, "while-away")  # acknowledged with the third node alone
+    followers = leader.health()["cluster"]["followers"]
+    assert not followers.get(stranger.node_id, {}).get("connected")
+    assert redis.Redis(*stranger.resp).get("while-away:0") is None
+    stranger.stop()
+    stranger.argv = plain
+    stranger.start()
+    cluster.in_sync(leader, 2)
+    until("the node to catch up", lambda: _caught_up(stranger, leader))
+    assert _all_keys(stranger) == _all_keys(leader)

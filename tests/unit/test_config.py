@@ -19,6 +19,7 @@ from tuffdb.server.config import (
     ConfigError,
     ServeConfig,
     add_serve_arguments,
+    cluster_secret,
     encryption_key,
     load,
     redacted,
@@ -45,7 +46,7 @@ def test_serve_config_has_exactly_the_contract_fields() -> None:
         "archive_base_interval", "archive_retention", "archive_lag_degraded", "local_bytes",
         "tier_cache_mb", "cluster", "etcd",
         "node_id", "advertise", "replication_port", "sync_replicas", "lease_ttl",
-        "confirm_timeout_ms", "replication_buffer_mb", "extra",
+        "confirm_timeout_ms", "replication_buffer_mb", "cluster_secret", "extra",
     ]
     with pytest.raises(dataclasses.FrozenInstanceError):
         ServeConfig().host = "0.0.0.0"  # type: ignore[misc]
@@ -168,6 +169,30 @@ def test_encryption_key_file_raw_or_hex(tmp_path: Path, content: bytes) -> None:
 
 def test_no_key_means_no_encryption() -> None:
     assert encryption_key(load({}, env={}), {}) is None
+
+
+def test_cluster_secret_is_explicit_or_derived_from_the_other_secrets() -> None:
+    """Nodes configured alike prove the same secret with no new setting; any difference
+    in the secrets it derives from, or an explicit --cluster-secret, changes it; a node
+    with no secret at all has none (its replication port admits anyone)."""
+    env = {"TUFFDB_ENCRYPTION_KEY": KEY.hex()}
+    assert cluster_secret(load({}, env={}), {}) is None
+    derived = {
+        name: cluster_secret(load(flags, env=e), e)
+        for name, flags, e in (
+            ("key", {}, env), ("key again", {}, env),
+            ("key+pass", {"requirepass": "p"}, env), ("pass", {"requirepass": "p"}, {}),
+            ("other pass", {"requirepass": "q"}, {}), ("api key", {"api_key": "p"}, {}),
+            ("explicit", {"cluster_secret": "p"}, env),
+            ("explicit alone", {"cluster_secret": "p"}, {}),
+        )}
+    assert derived["key"] == derived["key again"]
+    assert derived["explicit"] == derived["explicit alone"]  # it replaces the others
+    distinct = [v for k, v in derived.items() if k not in ("key again", "explicit alone")]
+    assert all(isinstance(v, bytes) and len(v) == 32 for v in distinct)
+    assert len(set(distinct)) == len(distinct)
+    assert "cluster_secret" in str(redacted(load({"cluster_secret": "p"}, env={})))
+    assert "'p'" not in str(redacted(load({"cluster_secret": "p"}, env={})))
 
 
 def test_bad_or_missing_key_fails_at_load(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from tuffdb.cluster.follower import ReplicationClient
 from tuffdb.cluster.leader import ReplicationServer
 from tuffdb.cluster.sequencer import Lease, Sequencer
 from tuffdb.cluster.state import AckedFile, NodeState, load, save
-from tuffdb.errors import NotEnoughReplicasError, NotLeaderError
+from tuffdb.errors import NotEnoughReplicasError, NotLeaderError, ProtocolError
 from tuffdb.testing.cluster import until
 
 WAIT_S = 60.0
@@ -48,7 +48,8 @@ class Stores:
 
 
 def lead(stores: Stores, required: int, timeout_s: float = 2.0,
-         snapshot: object = None) -> tuple[Sequencer, ReplicationServer]:
+         snapshot: object = None, secret: bytes | None = None
+         ) -> tuple[Sequencer, ReplicationServer]:
     lease = Lease(ttl_s=3600, margin_s=1)
     lease.renewed(time.monotonic())
     seq = Sequencer(epoch=7, last_lsn=0, lease=lease, required=lambda: required,
@@ -59,16 +60,19 @@ def lead(stores: Stores, required: int, timeout_s: float = 2.0,
         committer_of._committer.confirm = seq.confirm_later(name)
     stores.events.set_replication_hooks(seq.tap("events"), seq.confirm_later("events"))
     server = ReplicationServer(host="127.0.0.1", port=0, cluster="c", node="n1", sequencer=seq,
-                               history=lambda: [[7, 1]], snapshot=snapshot)  # type: ignore[arg-type]
+                               history=lambda: [[7, 1]], snapshot=snapshot,  # type: ignore[arg-type]
+                               secret=secret)
     return seq, server
 
 
 def follow(stores: Stores, port: int, state: NodeState, state_dir: Path,
            on_snapshot_needed: Callable[[], None] = lambda: None,
-           appliers: dict[str, object] | None = None) -> ReplicationClient:
+           appliers: dict[str, object] | None = None,
+           secret: bytes | None = None) -> ReplicationClient:
     client = ReplicationClient(address=f"127.0.0.1:{port}", cluster="c", node="n2", state=state,
                                state_dir=state_dir, appliers=appliers or stores.appliers(),  # type: ignore[arg-type]
-                               newest_epoch=lambda: 7, on_snapshot_needed=on_snapshot_needed)
+                               newest_epoch=lambda: 7, on_snapshot_needed=on_snapshot_needed,
+                               secret=secret)
     client.start()
     return client
 
@@ -122,6 +126,78 @@ def test_sync_acknowledged_writes_are_on_the_follower_when_they_return(tmp_path:
         assert seq.followers["n2"].acked == seq.last_lsn
     finally:
         shut_down(client, server, seq, follower, leader)
+
+
+def test_a_leader_with_a_secret_admits_only_nodes_that_prove_it(tmp_path: Path) -> None:
+    """With a cluster secret, the replication port serves nothing (no WELCOME, no
+    snapshot, no forwarded write) to a connection that does not answer its challenge
+    with the secret's proof: a node with another secret, none, or one that skips the
+    challenge. A node with the secret streams and acknowledges as before."""
+    secret = b"s" * 32
+    leader, follower = Stores(tmp_path / "a"), Stores(tmp_path / "b")
+    ran: list[object] = []
+    seq, server = lead(leader, required=1, secret=secret,
+                       snapshot=lambda: ran.append("snapshot"))  # must never run
+    server.forward["kv.put"] = lambda fields, blob: ran.append(blob) or ({}, b"")  # type: ignore[func-returns-value]
+    hello = {"cluster": "c", "node": "n9", "lsn": 0, "epoch": 7, "history": []}
+    client = None
+    try:
+        for proof_of in (b"w" * 32, None):
+            for opener, fields in ((wire.Msg.HELLO, hello),
+                                   (wire.Msg.FORWARD, {"kind": "kv.put"})):
+                with admitted(socket.create_connection(("127.0.0.1", server.port),
+                                                       timeout=WAIT_S), proof_of) as sock:
+                    wire.send(sock, opener, fields, b"payload")
+                    kind, header, _ = wire.recv(sock)
+                    assert kind == wire.Msg.REFUSE
+                    assert "authentication failed" in header["reason"]
+                    assert hung_up(sock)
+        # Skipping the challenge: the HELLO is not an AUTH, and the link is closed.
+        with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as sock:
+            wire.send(sock, wire.Msg.HELLO, hello)
+            assert wire.recv(sock)[0] == wire.Msg.CHALLENGE
+            assert hung_up(sock)
+        assert ran == [] and "n9" not in seq.followers
+        # A follower that knows the secret is admitted: a sync write is on it at return.
+        client = follow(follower, server.port, NodeState(), tmp_path / "b" / "cluster",
+                        secret=secret)
+        wait_in_sync(seq, "n2")
+        leader.kv.put(b"k", b"v")
+        assert follower.kv.get(b"k") == b"v"
+    finally:
+        if client is not None:
+            client.stop()
+        server.close()
+        seq.close()
+        follower.close()
+        leader.close()
+
+
+def hung_up(sock: socket.socket) -> bool:
+    """The peer closed the connection (EOF, or a reset: it closed with our message unread)."""
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_a_hello_with_a_malformed_history_is_a_protocol_error(tmp_path: Path) -> None:
+    leader = Stores(tmp_path / "a")
+    seq, server = lead(leader, required=0)
+    try:
+        for history in ("x", [[1]], [["a", 1]], [[1, 2.5]], {"1": 2}):
+            with admitted(socket.create_connection(("127.0.0.1", server.port),
+                                                   timeout=WAIT_S)) as sock:
+                wire.send(sock, wire.Msg.HELLO, {"cluster": "c", "node": "n9", "lsn": 0,
+                                                 "epoch": 7, "history": history})
+                assert hung_up(sock)  # no WELCOME
+        assert _welcome_mode(server.port) == "stream"  # and the port still serves
+    finally:
+        server.close()
+        seq.close()
+        leader.close()
+    with pytest.raises(ProtocolError, match="not an epoch history"):
+        wire.history_field({"history": [[1, True]]}, "history")
 
 
 def test_a_follower_whose_event_log_diverged_asks_for_a_snapshot(tmp_path: Path) -> None:
@@ -328,6 +404,8 @@ def scripted_leader(listener: socket.socket, burst: bytes, hellos: list[dict],
         for answer in ("stream", "refuse") if then_refuse else ("stream",):
             conn, _ = listener.accept()
             with conn:
+                wire.send(conn, wire.Msg.CHALLENGE, {"nonce": b"n" * 16})
+                assert wire.recv(conn)[0] == wire.Msg.AUTH
                 _, hello, _ = wire.recv(conn)
                 hellos.append(hello)
                 if answer == "refuse":
@@ -479,8 +557,18 @@ def test_a_state_file_without_open_epoch_loads_sure(tmp_path: Path) -> None:
     assert (state.lsn, state.open_epoch, state.unsure) == (4, 0, 0)
 
 
+def admitted(sock: socket.socket, secret: bytes | None = None) -> socket.socket:
+    """Past the leader's challenge, as a follower's ``connect`` gets (the proof of
+    ``secret``, or none)."""
+    kind, header, _ = wire.recv(sock)
+    assert kind == wire.Msg.CHALLENGE, header
+    wire.send(sock, wire.Msg.AUTH, {"proof": b"" if secret is None
+                                    else wire.proof(secret, "c", header["nonce"])})
+    return sock
+
+
 def _welcome_mode(port: int, **hello: object) -> str:
-    with socket.create_connection(("127.0.0.1", port), timeout=WAIT_S) as sock:
+    with admitted(socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)) as sock:
         wire.send(sock, wire.Msg.HELLO, {"cluster": "c", "node": "n9", "lsn": 0, "epoch": 7,
                                          "history": [], **hello})
         kind, header, _ = wire.recv(sock)
@@ -496,8 +584,8 @@ def test_a_follower_that_reconnects_stays_connected_when_its_old_link_ends(
     leader = Stores(tmp_path / "a")
     seq, server = lead(leader, required=0)
     hello = {"cluster": "c", "node": "n9", "lsn": 0, "epoch": 7, "history": []}
-    first = socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S)
-    second = socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S)
+    first = admitted(socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S))
+    second = admitted(socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S))
     try:
         for sock in (first, second):
             wire.send(sock, wire.Msg.HELLO, hello)

@@ -50,6 +50,11 @@ class StaleLeaderError(ProtocolError):
     """The peer leads an epoch older than one this node has already seen."""
 
 
+class RefusedError(ProtocolError):
+    """The leader turned this node away (another cluster, a failed authentication, a
+    snapshot it cannot take): logged as a warning, retried like a broken link."""
+
+
 def _hello(sock: socket.socket, cluster: str, node: str, state: NodeState,
            diverged: str | None = None) -> None:
     wire.send(sock, Msg.HELLO, {"cluster": cluster, "node": node, "lsn": state.lsn,
@@ -60,7 +65,7 @@ def _hello(sock: socket.socket, cluster: str, node: str, state: NodeState,
 def _welcome(sock: socket.socket, newest_epoch: int) -> dict[str, Any]:
     kind, header, _ = wire.recv(sock)
     if kind == Msg.REFUSE:
-        raise ProtocolError(f"the leader refused: {header.get('reason')}")
+        raise RefusedError(f"the leader refused: {header.get('reason')}")
     if kind != Msg.WELCOME:
         raise ProtocolError(f"expected WELCOME, got {kind.name}")
     epoch = wire.field(header, "epoch", int)
@@ -69,23 +74,39 @@ def _welcome(sock: socket.socket, newest_epoch: int) -> dict[str, Any]:
     return header
 
 
-def connect(address: str) -> socket.socket:
+def connect(address: str, cluster: str, secret: bytes | None) -> socket.socket:
+    """A connection to the leader's replication port, past its challenge: the leader's
+    nonce is answered with this node's proof of the cluster ``secret`` (wire.py). A
+    leader that does not accept the proof answers the next message with REFUSE."""
     host, _, port = address.rpartition(":")
     sock = socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S)
-    sock.settimeout(None)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        kind, header, _ = wire.recv(sock)
+        if kind == Msg.REFUSE:
+            raise RefusedError(f"the leader refused: {header.get('reason')}")
+        if kind != Msg.CHALLENGE:
+            raise ProtocolError(f"expected CHALLENGE, got {kind.name}")
+        nonce = wire.field(header, "nonce", bytes)
+        wire.send(sock, Msg.AUTH, {"proof": wire.proof(secret, cluster, nonce)
+                                   if secret is not None else b""})
+        sock.settimeout(None)
+    except BaseException:
+        sock.close()
+        raise
     return sock
 
 
 def fetch_snapshot(address: str, *, cluster: str, node: str, state: NodeState,
-                   data_dir: Path, stores: dict[str, Path]) -> int | None:
+                   data_dir: Path, stores: dict[str, Path],
+                   secret: bytes | None = None) -> int | None:
     """Ask the leader at ``address`` whether this node can tail from where it is; if it
     needs a snapshot, receive it and put it in place of ``stores`` (name -> directory,
     none of them open). Returns None when no snapshot was needed, else how many rounds
     this node gave up (held only by a deposed leader's history; ``state`` is updated and
     saved). Raises ConnectionError/ProtocolError when the leader cannot be reached or
     the stream is malformed (nothing is changed then)."""
-    sock = connect(address)
+    sock = connect(address, cluster, secret)
     try:
         _hello(sock, cluster, node, state)
         welcome = _welcome(sock, state.epoch)
@@ -101,7 +122,7 @@ def fetch_snapshot(address: str, *, cluster: str, node: str, state: NodeState,
                 kind, header, blob = wire.recv(sock)
                 if kind == Msg.SNAPSHOT_END:
                     lsn = wire.field(header, "lsn", int)
-                    history = header.get("history") or []
+                    history = wire.history_field(header, "history")
                     epoch = wire.field(header, "epoch", int)
                     break
                 if kind != Msg.FILE:
@@ -160,9 +181,10 @@ class ReplicationClient:
     def __init__(self, *, address: str, cluster: str, node: str, state: NodeState,
                  state_dir: Path, appliers: dict[str, Applier],
                  newest_epoch: Callable[[], int], on_snapshot_needed: Callable[[], None],
-                 ring_bytes: int = 256 << 20) -> None:
+                 ring_bytes: int = 256 << 20, secret: bytes | None = None) -> None:
         self.address = address
         self.cluster = cluster
+        self.secret = secret
         self.node = node
         self.state = state
         self.state_dir = state_dir
@@ -238,6 +260,9 @@ class ReplicationClient:
                 backoff = 0.05
             except StaleLeaderError as exc:
                 log.warning("refused a stale leader", reason=str(exc), address=self.address)
+            except RefusedError as exc:
+                log.warning("the leader turned this node away", reason=str(exc),
+                            address=self.address)
             except CorruptionError as exc:  # a round this node's logs cannot continue
                 self.diverged = str(exc)
                 log.error("this node's logs do not continue the leader's: it asks for a "
@@ -257,7 +282,7 @@ class ReplicationClient:
             backoff = min(backoff * 2, 1.0)
 
     def _session(self) -> None:
-        sock = connect(self.address)
+        sock = connect(self.address, self.cluster, self.secret)
         self._sock = sock
         try:
             _hello(sock, self.cluster, self.node, self.state, self.diverged)

@@ -21,7 +21,9 @@ while connected is disconnected: it comes back and takes a snapshot.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import itertools
+import os
 import socket
 import threading
 import time
@@ -40,6 +42,7 @@ log = get_logger("tuffdb.cluster")
 
 PING_INTERVAL_S = 0.1
 SEND_BATCH_BYTES = 4 << 20
+AUTH_TIMEOUT_S = 10.0  # a connection that does not answer the challenge by then is closed
 
 
 @dataclass
@@ -62,8 +65,10 @@ class ReplicationServer:
     def __init__(self, *, host: str, port: int, cluster: str, node: str,
                  sequencer: Sequencer, history: Callable[[], list[list[int]]],
                  snapshot: SnapshotSource | None,
-                 forward: dict[str, ForwardHandler] | None = None) -> None:
+                 forward: dict[str, ForwardHandler] | None = None,
+                 secret: bytes | None = None) -> None:
         self.forward = forward if forward is not None else {}
+        self.secret = secret  # None: any connection is admitted (no secret configured)
         self.cluster = cluster
         self.node = node
         self.seq = sequencer
@@ -107,6 +112,8 @@ class ReplicationServer:
     def _serve(self, conn: socket.socket, peer: str, link: int) -> None:
         follower: FollowerState | None = None
         try:
+            if not self._admit(conn, peer):
+                return
             shook = self._handshake(conn, peer, link)
             if shook is not None:
                 follower, start = shook
@@ -123,6 +130,29 @@ class ReplicationServer:
                 self._conns.discard(conn)
             with contextlib.suppress(OSError):
                 conn.close()
+
+    def _admit(self, conn: socket.socket, peer: str) -> bool:
+        """Challenge the connection; True if it proved it knows the cluster secret (or
+        none is configured). A failed proof gets REFUSE and is logged."""
+        nonce = os.urandom(16)
+        conn.settimeout(AUTH_TIMEOUT_S)
+        wire.send(conn, Msg.CHALLENGE, {"nonce": nonce})
+        kind, header, _ = wire.recv(conn)
+        if kind != Msg.AUTH:
+            raise ProtocolError(f"expected AUTH, got {kind.name}")
+        conn.settimeout(None)
+        if self.secret is None:
+            return True
+        given = header.get("proof")
+        if isinstance(given, bytes) and hmac.compare_digest(
+                given, wire.proof(self.secret, self.cluster, nonce)):
+            return True
+        log.warning("replication connection refused: it does not know the cluster secret",
+                    peer=peer)
+        wire.send(conn, Msg.REFUSE, {"reason": "authentication failed: this node's cluster "
+                                               "secret differs from the leader's (set the same "
+                                               "--cluster-secret on every node)"})
+        return False
 
     def _serve_forwards(self, conn: socket.socket, header: dict[str, Any], blob: bytes) -> None:
         """A follower's forwarded requests, one after another, until it hangs up."""
@@ -156,7 +186,7 @@ class ReplicationServer:
             return None
         node = wire.field(hello, "node", str)
         lsn = wire.field(hello, "lsn", int)
-        history = hello.get("history") or []
+        history = wire.history_field(hello, "history")
         ours = self.history()
         seq = self.seq
         common = shared_prefix(history, lsn, ours, seq.last_lsn)

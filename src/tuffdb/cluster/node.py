@@ -106,8 +106,12 @@ class Attached:
 
 
 class Node:
-    def __init__(self, config: Any, *, restart: Callable[[str], None]) -> None:
+    def __init__(self, config: Any, *, restart: Callable[[str], None],
+                 secret: bytes | None = None) -> None:
         self.config = config
+        # What this node proves on the leader's replication port, and asks of those that
+        # connect to its own while it leads (wire.py; config.cluster_secret).
+        self.secret = secret
         self.cluster: str = config.cluster
         self.node_id: str = config.node_id
         self.advertise: str = config.advertise or config.host
@@ -179,7 +183,8 @@ class Node:
         try:
             truncated = fetch_snapshot(self._repl_address(leader), cluster=self.cluster,
                                        node=self.node_id, state=self.state,
-                                       data_dir=Path(self.config.data_dir), stores=store_dirs)
+                                       data_dir=Path(self.config.data_dir), stores=store_dirs,
+                                       secret=self.secret)
             if truncated:
                 self.truncated_rounds += truncated
                 TRUNCATED.inc(truncated)
@@ -324,13 +329,17 @@ class Node:
                     sock = None
         try:
             if sock is None:
-                sock = connect(address)
-        except OSError as exc:
+                sock = connect(address, self.cluster, self.secret)
+        except (OSError, ProtocolError) as exc:
             return {"code": 14, "message": f"the leader cannot be reached: {exc}"}, b""
         try:
             sock.settimeout(timeout)
             wire.send(sock, wire.Msg.FORWARD, {**fields, "kind": kind}, blob)
             msg, header, out = wire.recv(sock)
+            if msg == wire.Msg.REFUSE:  # turned away before reading the request
+                sock.close()
+                return {"code": 14, "message": f"the leader refused this node: "
+                                               f"{header.get('reason')}"}, b""
             if msg != wire.Msg.FORWARD_REPLY:
                 raise ProtocolError(f"expected FORWARD_REPLY, got {msg.name}")
         except TimeoutError:
@@ -498,7 +507,7 @@ class Node:
             state_dir=self.dir, appliers={s.name: s.applier for s in self.stores.values()},
             newest_epoch=lambda: self.state.epoch,
             on_snapshot_needed=lambda: self._restart("this node needs the leader's snapshot"),
-            ring_bytes=self.ring_bytes)
+            ring_bytes=self.ring_bytes, secret=self.secret)
         self.client.start()
         log.info("role: follower", leader=leader.get("node"), epoch=epoch, address=address)
 
@@ -601,7 +610,7 @@ class Node:
         self.server = ReplicationServer(
             host=self.config.host, port=self.config.replication_port, cluster=self.cluster,
             node=self.node_id, sequencer=seq, history=lambda: self.state.history,
-            snapshot=self._snapshot, forward=self.forward_handlers)
+            snapshot=self._snapshot, forward=self.forward_handlers, secret=self.secret)
         self._write_sync(frozenset())
         for s in self.stores.values():
             if s.on_promote is not None:

@@ -17,13 +17,21 @@ bytes (log frames, file contents). One decoder for both ends; every malformed in
 | 8 | REFUSE | either | reason | |
 | 9 | FORWARD | follower | kind (e.g. ``events.append``), request fields | the request |
 | 10 | FORWARD_REPLY | leader | the handler's reply fields (``code``/``message`` on failure) | the reply |
+| 11 | CHALLENGE | leader | nonce (16 random bytes) | |
+| 12 | AUTH | follower | proof (:func:`proof` of the nonce, or empty bytes) | |
 
-A connection that opens with ``FORWARD`` carries forwarded requests (a follower's face
-passing a write on to the leader), one at a time, instead of the log.
+Every connection starts with the leader's ``CHALLENGE`` and the other end's ``AUTH``: when
+the leader has a cluster secret, the proof must be the HMAC-SHA256 of the nonce under it,
+or the leader answers ``REFUSE`` and hangs up (nothing else is read or sent). Then the
+other end sends ``HELLO`` (the log) or ``FORWARD``: a connection that opens with
+``FORWARD`` carries forwarded requests (a follower's face passing a write on to the
+leader), one at a time, instead of the log.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import socket
 import struct
 from enum import IntEnum
@@ -49,6 +57,8 @@ class Msg(IntEnum):
     REFUSE = 8
     FORWARD = 9
     FORWARD_REPLY = 10
+    CHALLENGE = 11
+    AUTH = 12
 
 
 _encode = msgspec.msgpack.Encoder().encode
@@ -66,6 +76,12 @@ def send(sock: socket.socket, kind: Msg, header: dict[str, Any], blob: bytes = b
     sock.sendall(prefix + head + blob if len(blob) < 65536 else prefix + head)
     if len(blob) >= 65536:
         sock.sendall(blob)
+
+
+def proof(secret: bytes, cluster: str, nonce: bytes) -> bytes:
+    """What a node that knows the cluster's ``secret`` answers a leader's ``nonce`` with."""
+    return hmac.new(secret, b"tuffdb-replication\0" + cluster.encode() + b"\0" + nonce,
+                    hashlib.sha256).digest()
 
 
 def _read_exact(sock: socket.socket, n: int) -> bytes:
@@ -110,4 +126,15 @@ def field(header: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> A
     value = header.get(name)
     if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
         raise ProtocolError(f"replication message: field {name!r} missing or not {kind}")
+    return value
+
+
+def history_field(header: dict[str, Any], name: str) -> list[list[int]]:
+    """An epoch history (``[[epoch, first lsn], ...]``, state.py) at ``header[name]``, or
+    an empty one if absent; ProtocolError if it has another shape."""
+    value = header.get(name) or []
+    if not isinstance(value, list) or not all(
+            isinstance(step, list) and len(step) == 2
+            and all(type(x) is int for x in step) for step in value):
+        raise ProtocolError(f"replication message: field {name!r} is not an epoch history")
     return value

@@ -34,7 +34,7 @@ from tuffdb._version import __version__
 from tuffdb.errors import Error
 from tuffdb.log import configure, get_logger
 from tuffdb.server.admin import AdminServer
-from tuffdb.server.config import ServeConfig, redacted
+from tuffdb.server.config import ServeConfig, cluster_secret, redacted
 from tuffdb.server.face import set_shutdown_handler
 from tuffdb.storage.descriptors import raise_open_file_limit
 
@@ -293,7 +293,12 @@ class Host:
 
         config = self.config
         try:
-            node = Node(config, restart=self.request_restart)
+            secret = cluster_secret(config)
+            if secret is None:
+                log.warning("the replication port admits any connection: this node has no "
+                            "secret to prove (set --cluster-secret on every node)",
+                            port=config.replication_port)
+            node = Node(config, restart=self.request_restart, secret=secret)
         except Error as exc:
             raise StartupError(f"cluster {config.cluster}: {exc}") from exc
         stores = {name: config.data_dir / sub for name, sub, port in (

@@ -22,6 +22,7 @@ import argparse
 import base64
 import binascii
 import dataclasses
+import hashlib
 import os
 import re
 import tomllib
@@ -84,6 +85,7 @@ class ServeConfig:
     lease_ttl: int = 3
     confirm_timeout_ms: int = 2000
     replication_buffer_mb: int = 256
+    cluster_secret: str | None = None
     extra: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
 
 
@@ -147,7 +149,7 @@ _METAVARS = {"archive": "URL", "local_bytes": "SIZE", "durability": "MODE",
              "requirepass": "PASSWORD", "maxclients": "N",
              "log_level": "LEVEL", "api_key": "KEY", "data_dir": "DIR", "cluster": "NAME",
              "etcd": "URLS", "node_id": "ID", "advertise": "HOST", "sync_replicas": "N",
-             "lease_ttl": "SECONDS"}
+             "lease_ttl": "SECONDS", "cluster_secret": "SECRET"}
 _OPTIONS: dict[str, tuple[Callable[[str], Any], str]] = {
     "data_dir": (Path, "data directory; each face keeps its store in a subdirectory"),
     "host": (str, "address every listener binds to"),
@@ -186,8 +188,11 @@ _OPTIONS: dict[str, tuple[Callable[[str], Any], str]] = {
                                       "before it fails (NOREPLICAS)"),
     "replication_buffer_mb": (_positive, "recent rounds the leader keeps for followers that "
                                          "fall behind; one further behind takes a snapshot"),
+    "cluster_secret": (str, "secret every node of the cluster knows: the leader's replication "
+                            "port admits only nodes that prove it (default: derived from the "
+                            "encryption key, requirepass and api-key, when any is set)"),
 }
-_SECRETS = frozenset({"requirepass", "api_key"})
+_SECRETS = frozenset({"requirepass", "api_key", "cluster_secret"})
 _DEFAULTS = ServeConfig()
 
 
@@ -338,6 +343,27 @@ def encryption_key(config: ServeConfig, env: Mapping[str, str] | None = None) ->
     if env.get(ENV_KEY):
         return parse_key(env[ENV_KEY].encode(), f"env {ENV_KEY}")
     return None
+
+
+def cluster_secret(config: ServeConfig, env: Mapping[str, str] | None = None) -> bytes | None:
+    """The secret a cluster's nodes prove to each other on the replication port: derived
+    from ``cluster_secret`` if set, else from every other secret the node is configured
+    with (the encryption key, ``requirepass``, ``api_key``), so nodes configured alike
+    need no new setting; None when the node has none (the port then admits anyone).
+
+    :raises ConfigError: as :func:`encryption_key`.
+    """
+    if config.cluster_secret:
+        parts = [b"cluster_secret=" + config.cluster_secret.encode()]
+    else:
+        key = encryption_key(config, env)
+        parts = [name.encode() + b"=" + value for name, value in (
+            ("encryption_key", key),
+            ("requirepass", config.requirepass.encode() if config.requirepass else None),
+            ("api_key", config.api_key.encode() if config.api_key else None)) if value]
+    if not parts:
+        return None
+    return hashlib.sha256(b"tuffdb-cluster-secret\0" + b"\0".join(parts)).digest()
 
 
 def _redact_section(section: Mapping[str, Any]) -> dict[str, Any]:
