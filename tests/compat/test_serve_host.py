@@ -257,14 +257,18 @@ def test_import_error_inside_a_face_is_fatal(start: Any) -> None:
     assert "tuffdb_missing_dependency_xyz" in failed["error"]
 
 
-def test_create_error_is_fatal_and_stops_faces_already_started(start: Any) -> None:
+def test_create_error_is_fatal_before_any_face_listens(start: Any) -> None:
+    """Every face's store opens before any face starts: one that cannot open stops the
+    server with no face having listened (the faces already created are closed)."""
     server = start("--admin-port", str(free_port()), "--resp-port", str(free_port()),
                    "--grpc-port", str(free_port()), "--http-port", "0",
                    env={"FAKE_CREATE_FAILS": "grpc"}, fakes={"resp": "ok", "grpc": "ok"})
     assert server.finish() == 1
     (failed,) = server.events("startup failed")
     assert "face grpc: create() failed: store is locked" in failed["error"]
+    assert server.events("fake started") == []
     assert [line["face"] for line in server.events("fake stopped")] == ["resp"]
+    assert [line["face"] for line in server.events("listening")] == ["admin"]
     assert server.events("ready") == []
 
 

@@ -263,21 +263,37 @@ class Host:
             log.info("listening", face="admin", address=admin.address)
         if config.cluster is not None:
             await self._join_cluster()
-        for name, module_name in FACE_MODULES.items():
-            port = getattr(config, f"{name}_port")
-            if port == 0:
-                log.info("face disabled", face=name, reason=f"{name}_port is 0")
-                continue
-            face = self._load_face(name, module_name)
-            try:
-                await face.start()
-            except asyncio.CancelledError:
-                self.faces.append(face)  # a signal interrupted start(): shutdown stops it
-                raise
-            except Exception as exc:
-                where = _format_address(config.host, port)
+        # Every face's store opens before any face listens: a store that cannot open
+        # (damaged, locked, wrong key) stops the server before a client was answered by
+        # another face (it used to serve RESP for a moment, then exit).
+        created: list[tuple[str, int, Face]] = []
+        try:
+            for name, module_name in FACE_MODULES.items():
+                port = getattr(config, f"{name}_port")
+                if port == 0:
+                    log.info("face disabled", face=name, reason=f"{name}_port is 0")
+                    continue
+                created.append((name, port, self._load_face(name, module_name)))
+        except BaseException:
+            for _, _, face in reversed(created):
                 with contextlib.suppress(Exception):
                     await face.stop()
+            raise
+        for i, (name, port, face) in enumerate(created):
+            try:
+                await face.start()
+            except BaseException as exc:
+                later = [f for _, _, f in created[i + 1 :]]
+                if isinstance(exc, asyncio.CancelledError):
+                    # a signal interrupted start(): shutdown stops what is in self.faces
+                    self.faces.extend([face, *later])
+                    raise
+                for f in [face, *later]:
+                    with contextlib.suppress(Exception):
+                        await f.stop()
+                if not isinstance(exc, Exception):
+                    raise
+                where = _format_address(config.host, port)
                 raise StartupError(f"face {name} cannot start on {where}: {exc}") from exc
             self.faces.append(face)
             address = getattr(face, "address", None) or _format_address(config.host, port)
