@@ -63,6 +63,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     backup.add_argument("--server", metavar="URL",
                         help="back up a running server through its admin endpoint "
                         "(e.g. http://127.0.0.1:9090); DEST is then the server's view")
+    backup.add_argument("--token", metavar="SECRET",
+                        help="with --server: the server's --api-key or --requirepass, which "
+                        "POST /backup needs when the server has one (default: "
+                        "TUFFDB_API_KEY, else TUFFDB_REQUIREPASS)")
     backup.add_argument("--link", action="store_true",
                         help="hard-link immutable files into a directory DEST on the same "
                         "file system instead of copying them")
@@ -151,7 +155,9 @@ def _backup(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.server:
         if args.data_dir is not None:
             parser.error("give DATA_DIR or --server URL, not both")
-        return _post_backup(args.server, args.dest, args.link, args.max_rate, args.pace)
+        token = (args.token or os.environ.get("TUFFDB_API_KEY")
+                 or os.environ.get("TUFFDB_REQUIREPASS"))
+        return _post_backup(args.server, args.dest, args.link, args.max_rate, args.pace, token)
     if args.data_dir is None:
         parser.error("DATA_DIR is required (or --server URL)")
     data_dir: Path = args.data_dir
@@ -209,14 +215,17 @@ def _warn_secrets(data_dir: Path, keys: Any) -> None:
 
 
 def _post_backup(server: str, dest: str, link: bool, max_rate: float | None,
-                 pace: bool = True) -> int:
+                 pace: bool = True, token: str | None = None) -> int:
     import urllib.error  # noqa: PLC0415
     import urllib.request  # noqa: PLC0415
 
     body = json.dumps({"dest": dest, "link": link, "max_mb_per_s": max_rate,
                        "pace": pace}).encode()
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     req = urllib.request.Request(server.rstrip("/") + "/backup", data=body, method="POST",
-                                 headers={"Content-Type": "application/json"})
+                                 headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=24 * 3600) as resp:  # noqa: S310 (operator URL)
             print(resp.read().decode().strip())

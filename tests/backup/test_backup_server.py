@@ -184,3 +184,24 @@ def test_sigkill_mid_archive_upload_leaves_a_restorable_archive(
     with KVStore.open(tmp_path / "r2" / "kv") as kv:
         assert all((kv.get(f"k{i}".encode()) or b"").endswith(f"v{i}".encode())
                    for i in range(acked + 100))
+
+
+def test_a_server_with_a_secret_backs_up_only_for_its_token(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    server, ports = serve(data, "--requirepass", "pw", "--grpc-port", "0", "--http-port", "0")
+    try:
+        server.wait_for("ready")
+        redis.Redis(port=ports["resp"], password="pw").set("k", "v")
+        url = f"http://127.0.0.1:{ports['admin']}"
+        clean = {k: "" for k in ("TUFFDB_API_KEY", "TUFFDB_REQUIREPASS")}
+        refused = tuffdb("backup", "--server", url, str(tmp_path / "no"), env=clean)
+        assert refused.returncode == 1
+        assert "401" in refused.stderr and "Bearer" in refused.stderr
+        assert not (tmp_path / "no").exists()
+        done = tuffdb("backup", "--server", url, str(tmp_path / "bk"),
+                      env={**clean, "TUFFDB_REQUIREPASS": "pw"})
+        assert done.returncode == 0, done.stderr
+        assert set(json.loads(done.stdout)["stores"]) == {"kv"}
+    finally:
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.finish() == 0

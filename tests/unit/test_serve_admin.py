@@ -111,3 +111,49 @@ def test_malformed_request_gets_400() -> None:
         assert status_lines(data) == [b"HTTP/1.1 400 Bad Request"]
 
     run_with_server(check)
+
+
+def test_backup_needs_a_bearer_token_when_the_server_has_a_secret() -> None:
+    """POST /backup copies every store where the request says: with an operator secret
+    configured it runs only for ``Authorization: Bearer <secret>``; probes stay open."""
+    calls: list[bytes] = []
+
+    async def backup(body: bytes) -> tuple[int, dict[str, Any]]:
+        calls.append(body)
+        return 200, {"ok": True}
+
+    async def main() -> None:
+        server = AdminServer("127.0.0.1", 0, lambda: (200, {"status": "ok"}),
+                             lambda: {"resp": True}, backup, tokens=["s3cret", "pw"])
+        await server.start()
+        port = int(server.address.rsplit(":", 1)[1])
+
+        async def post(auth: str | None) -> bytes:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            head = f"Authorization: {auth}\r\n" if auth is not None else ""
+            writer.write((f"POST /backup HTTP/1.1\r\nHost: x\r\n{head}Content-Length: 2\r\n"
+                          "Connection: close\r\n\r\n{}").encode())
+            await writer.drain()
+            data = await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+            return data
+
+        try:
+            for auth in (None, "Bearer nope", "Basic s3cret", "Bearer s3cre", "s3cret"):
+                data = await post(auth)
+                assert status_lines(data) == [b"HTTP/1.1 401 Unauthorized"], auth
+                assert b'WWW-Authenticate: Bearer realm="tuffdb admin"' in data
+            assert calls == []
+            for auth in ("Bearer s3cret", "bearer pw"):
+                assert status_lines(await post(auth)) == [b"HTTP/1.1 200 OK"]
+            assert calls == [b"{}", b"{}"]
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            await writer.drain()
+            assert status_lines(await asyncio.wait_for(reader.read(), 10)) == [
+                b"HTTP/1.1 200 OK"]
+            writer.close()
+        finally:
+            await server.stop()
+
+    asyncio.run(main())

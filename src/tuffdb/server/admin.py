@@ -7,14 +7,19 @@ action, so it is strict: 404 for any other path, 405 for a wrong method, 431 for
 request head over :data:`MAX_HEAD_BYTES`, 413 for a body anywhere but ``POST /backup``
 (which takes a JSON body of at most :data:`MAX_BODY_BYTES`: ``{"dest": URL}``), and at
 most :data:`MAX_CONNECTIONS` open connections; an idle connection is closed after
-:data:`IDLE_TIMEOUT_S`. Like the rest of the admin port it has no authentication: bind
-it to a trusted interface (the default host is 127.0.0.1).
+:data:`IDLE_TIMEOUT_S`. ``POST /backup`` copies every store to a destination the request
+names, so when the server has an operator secret (``--api-key`` or ``--requirepass``) it
+needs ``Authorization: Bearer <one of them>`` (401 otherwise); ``/health`` and
+``/metrics`` stay open to probes and scrapers (they show state, never data). Without a
+secret nothing is authenticated: bind the port to a trusted interface (the default host
+is 127.0.0.1).
 Keep-alive and pipelining work because httptools tracks message boundaries.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import os
 import resource
@@ -34,7 +39,8 @@ MAX_CONNECTIONS = 64
 IDLE_TIMEOUT_S = 30.0
 READ_SIZE = 64 * 1024
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+            405: "Method Not Allowed",
             409: "Conflict", 413: "Content Too Large", 431: "Request Header Fields Too Large",
             500: "Internal Server Error", 503: "Service Unavailable"}
 _START = time.monotonic()
@@ -92,18 +98,24 @@ class _Request:
 
     def __init__(self) -> None:
         self.parser = httptools.HttpRequestParser(self)
-        self.done: list[tuple[bytes, bytes, bool, bytes]] = []
+        self.done: list[tuple[bytes, bytes, bool, bytes, bytes]] = []
         self.url = b""
         self.has_body = False
         self.body = bytearray()
+        self.authorization = b""
 
     def on_message_begin(self) -> None:
         self.url = b""
         self.has_body = False
         self.body = bytearray()
+        self.authorization = b""
 
     def on_url(self, url: bytes) -> None:
         self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() == b"authorization" and len(value) <= 1024:
+            self.authorization = value
 
     def on_body(self, body: bytes) -> None:
         self.has_body = True
@@ -115,19 +127,22 @@ class _Request:
         if self.has_body and (method != b"POST" or self.url.split(b"?")[0] != b"/backup"
                               or len(self.body) > MAX_BODY_BYTES):
             method = b"\0body"  # answered with 413 below
-        self.done.append((method, self.url, self.parser.should_keep_alive(), bytes(self.body)))
+        self.done.append((method, self.url, self.parser.should_keep_alive(), bytes(self.body),
+                          self.authorization))
 
 
 class AdminServer:
     """Serves /health and /metrics until :meth:`stop`."""
 
     def __init__(self, host: str, port: int, health: HealthFn, faces: FacesFn,
-                 backup: BackupFn | None = None) -> None:
+                 backup: BackupFn | None = None, tokens: list[str] | None = None) -> None:
         self.host = host
         self.port = port
         self._health = health
         self._faces = faces
         self._backup = backup
+        # Bearer tokens POST /backup accepts (the operator secrets); none: no check.
+        self._tokens = [t.encode() for t in tokens or () if t]
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
@@ -171,7 +186,21 @@ class AdminServer:
         text = REGISTRY.render() + process_metrics(self._faces())
         return 200, METRICS_CONTENT_TYPE, text.encode()
 
-    async def _run_backup(self, payload: bytes) -> tuple[int, str, bytes]:
+    def _authorized(self, authorization: bytes) -> bool:
+        if not self._tokens:
+            return True
+        scheme, _, given = authorization.partition(b" ")
+        if scheme.lower() != b"bearer":
+            return False
+        given = given.strip()
+        # Every token is compared (no early exit), each in constant time.
+        return sum(hmac.compare_digest(given, t) for t in self._tokens) > 0
+
+    async def _run_backup(self, payload: bytes, authorization: bytes) -> tuple[int, str, bytes]:
+        if not self._authorized(authorization):
+            return 401, "application/json", json.dumps({
+                "error": "POST /backup needs Authorization: Bearer <the server's --api-key "
+                         "or --requirepass>"}).encode() + b"\n"
         if self._backup is None:
             return 404, "text/plain", b"this server cannot take backups\n"
         status, doc = await self._backup(payload)
@@ -179,7 +208,8 @@ class AdminServer:
 
     @staticmethod
     def _head(status: int, ctype: str, length: int, keep_alive: bool) -> bytes:
-        allow = "Allow: GET\r\n" if status == 405 else ""
+        allow = ("Allow: GET\r\n" if status == 405 else
+                 'WWW-Authenticate: Bearer realm="tuffdb admin"\r\n' if status == 401 else "")
         conn = "keep-alive" if keep_alive else "close"
         return (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {ctype}\r\n"
                 f"Content-Length: {length}\r\n{allow}Connection: {conn}\r\n"
@@ -211,13 +241,13 @@ class AdminServer:
             try:
                 req.parser.feed_data(data)
             except httptools.HttpParserError:
-                req.done.append((b"\0bad", b"", False, b""))
+                req.done.append((b"\0bad", b"", False, b"", b""))
             keep_alive = True
-            for method, url, client_keep_alive, payload in req.done:
+            for method, url, client_keep_alive, payload, authorization in req.done:
                 if method == b"\0bad":
                     status, ctype, body = 400, "text/plain", b"malformed HTTP request\n"
                 elif method == b"POST" and url.split(b"?")[0] == b"/backup":
-                    status, ctype, body = await self._run_backup(payload)
+                    status, ctype, body = await self._run_backup(payload, authorization)
                 else:
                     status, ctype, body = self.respond(method, url)
                 keep_alive = client_keep_alive and status not in (400, 413)

@@ -253,7 +253,8 @@ class Host:
             raise StartupError(f"cannot create data_dir {config.data_dir}: {exc}") from exc
         if config.admin_port:
             admin = AdminServer(config.host, config.admin_port, self.health, self.face_states,
-                                self.backup)
+                                self.backup, tokens=[t for t in (config.api_key,
+                                                                 config.requirepass) if t])
             try:
                 await admin.start()
             except OSError as exc:
