@@ -62,12 +62,19 @@ def _hello(sock: socket.socket, cluster: str, node: str, state: NodeState,
                                 "diverged": diverged, "unsure": state.unsure})
 
 
-def _welcome(sock: socket.socket, newest_epoch: int) -> dict[str, Any]:
+def _expect(sock: socket.socket, expected: Msg) -> dict[str, Any]:
+    """The header of the leader's next message, which must be ``expected``
+    (RefusedError when it is REFUSE, ProtocolError when it is anything else)."""
     kind, header, _ = wire.recv(sock)
     if kind == Msg.REFUSE:
         raise RefusedError(f"the leader refused: {header.get('reason')}")
-    if kind != Msg.WELCOME:
-        raise ProtocolError(f"expected WELCOME, got {kind.name}")
+    if kind != expected:
+        raise ProtocolError(f"expected {expected.name}, got {kind.name}")
+    return header
+
+
+def _welcome(sock: socket.socket, newest_epoch: int) -> dict[str, Any]:
+    header = _expect(sock, Msg.WELCOME)
     epoch = wire.field(header, "epoch", int)
     if epoch < newest_epoch:
         raise StaleLeaderError(f"the peer leads epoch {epoch}, older than {newest_epoch}")
@@ -82,12 +89,7 @@ def connect(address: str, cluster: str, secret: bytes | None) -> socket.socket:
     sock = socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S)
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        kind, header, _ = wire.recv(sock)
-        if kind == Msg.REFUSE:
-            raise RefusedError(f"the leader refused: {header.get('reason')}")
-        if kind != Msg.CHALLENGE:
-            raise ProtocolError(f"expected CHALLENGE, got {kind.name}")
-        nonce = wire.field(header, "nonce", bytes)
+        nonce = wire.field(_expect(sock, Msg.CHALLENGE), "nonce", bytes)
         wire.send(sock, Msg.AUTH, {"proof": wire.proof(secret, cluster, nonce)
                                    if secret is not None else b""})
         sock.settimeout(None)
