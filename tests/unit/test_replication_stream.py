@@ -181,6 +181,38 @@ def hung_up(sock: socket.socket) -> bool:
         return True
 
 
+def test_connections_that_do_not_answer_the_challenge_are_bounded(tmp_path: Path) -> None:
+    """A flood of connections that never answer the challenge holds at most
+    MAX_UNADMITTED threads; the next is closed unanswered, and once they go the port
+    admits again."""
+    from tuffdb.cluster.leader import MAX_UNADMITTED  # noqa: PLC0415
+
+    leader = Stores(tmp_path / "a")
+    seq, server = lead(leader, required=0, secret=b"s" * 32)
+    flood = []
+    try:
+        for _ in range(MAX_UNADMITTED):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S)
+            assert wire.recv(sock)[0] == wire.Msg.CHALLENGE
+            flood.append(sock)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as extra:
+            assert hung_up(extra)
+        for sock in flood:
+            sock.close()
+        until("the flood's threads to end", lambda: server._unadmitted == 0)
+        with admitted(socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S),
+                      b"s" * 32) as sock:
+            wire.send(sock, wire.Msg.HELLO, {"cluster": "c", "node": "n9", "lsn": 0,
+                                             "epoch": 7, "history": []})
+            assert wire.recv(sock)[0] == wire.Msg.WELCOME
+    finally:
+        for sock in flood:
+            sock.close()
+        server.close()
+        seq.close()
+        leader.close()
+
+
 def test_a_hello_with_a_malformed_history_is_a_protocol_error(tmp_path: Path) -> None:
     leader = Stores(tmp_path / "a")
     seq, server = lead(leader, required=0)

@@ -43,6 +43,7 @@ log = get_logger("tuffdb.cluster")
 PING_INTERVAL_S = 0.1
 SEND_BATCH_BYTES = 4 << 20
 AUTH_TIMEOUT_S = 10.0  # a connection that does not answer the challenge by then is closed
+MAX_UNADMITTED = 32  # connections waiting to be admitted at once; more are closed at once
 
 
 @dataclass
@@ -78,6 +79,7 @@ class ReplicationServer:
         self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._links = itertools.count(1)  # accepted connections, in order
+        self._unadmitted = 0  # accepted connections that have not answered the challenge yet
         self._sock = socket.create_server((host, port), reuse_port=False)
         self.port = self._sock.getsockname()[1]
         self._thread = threading.Thread(target=self._accept, name="tuffdb-repl-accept",
@@ -104,6 +106,10 @@ class ReplicationServer:
                 return
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
+                if self._unadmitted >= MAX_UNADMITTED:  # a flood: no thread for it
+                    conn.close()
+                    continue
+                self._unadmitted += 1
                 self._conns.add(conn)
             threading.Thread(target=self._serve,
                              args=(conn, f"{addr[0]}:{addr[1]}", next(self._links)),
@@ -111,8 +117,13 @@ class ReplicationServer:
 
     def _serve(self, conn: socket.socket, peer: str, link: int) -> None:
         follower: FollowerState | None = None
+        admitting = True
         try:
-            if not self._admit(conn, peer):
+            admitted = self._admit(conn, peer)
+            with self._lock:
+                self._unadmitted -= 1
+                admitting = False
+            if not admitted:
                 return
             shook = self._handshake(conn, peer, link)
             if shook is not None:
@@ -122,6 +133,9 @@ class ReplicationServer:
             if not self._closed:
                 log.info("replication link closed", peer=peer, reason=str(exc))
         finally:
+            if admitting:
+                with self._lock:
+                    self._unadmitted -= 1
             if follower is not None:
                 follower.connected = False
                 with self.seq._cv:  # noqa: SLF001 - wake confirmations waiting on it
