@@ -246,7 +246,7 @@ class Sequencer:
             # ran here at once, ahead of earlier rounds still pending: the store's group
             # commit took the later round's outcome as covering the earlier one, whose
             # writers were then acknowledged though no follower had their round (a
-            # paused-leader cluster test lost one acknowledged SET, 1 run in ~25).
+            # paused-leader cluster test lost one acknowledged SET, once in ~90 runs).
             self._deliver()
             with self._cv:
                 if self._pending and not self._watching:
