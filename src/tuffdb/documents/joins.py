@@ -19,7 +19,11 @@ if TYPE_CHECKING:
     from tuffdb.documents.database import Database
 
 
-def _spec(raw: Any) -> tuple[list[str], str, str, str]:
+def join_spec(raw: Any) -> tuple[list[str], str, str, str]:
+    """``(collections, local_field, foreign_field, as_field)`` of one join spec.
+
+    :raises ProtocolError: when it is malformed.
+    """
     if not isinstance(raw, dict):
         raise ProtocolError("join must be an object {collections, local_field, foreign_field, as_field}")  # noqa: E501
     colls = raw.get("collections", raw.get("collection"))
@@ -33,7 +37,7 @@ def _spec(raw: Any) -> tuple[list[str], str, str, str]:
 
 def apply_join(db: Database, records: list[dict[str, Any]], join: Any) -> list[dict[str, Any]]:
     for raw in join if isinstance(join, list) else [join]:
-        colls, local, foreign, as_field = _spec(raw)
+        colls, local, foreign, as_field = join_spec(raw)
         out = []
         for record in records:
             value = get_path(record, local)

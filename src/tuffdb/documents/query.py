@@ -108,6 +108,22 @@ def parse(spec: Any) -> Node:  # noqa: C901 - type or option dispatch, one case 
 _ALWAYS = Logic("And", ())
 
 
+def referenced_fields(spec: Any) -> set[str]:
+    """Every field a filter tests (its Conditions' fields, at any depth).
+
+    :raises ProtocolError: as :func:`parse`.
+    """
+    out: set[str] = set()
+    stack = [parse(spec)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Cond):
+            out.add(node.field)
+        elif isinstance(node, Logic):
+            stack.extend(node.children)
+    return out
+
+
 def _condition(content: dict[str, Any]) -> Cond:
     field = content.get("field")
     if not isinstance(field, str) or not field:

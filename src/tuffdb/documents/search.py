@@ -39,7 +39,8 @@ OPTIONS = frozenset((
     "vector_recall", "explain"))
 
 
-def _names(value: Any) -> list[str] | None:
+def field_names(value: Any) -> list[str] | None:
+    """A ``fields``-style option (comma string or list) as a list; None when absent."""
     if value is None or value in ("", []):
         return None
     if isinstance(value, str):
@@ -49,7 +50,8 @@ def _names(value: Any) -> list[str] | None:
     raise ProtocolError("fields must be a comma-separated string or a list of names")
 
 
-def _weights(value: Any) -> dict[str, float]:
+def field_weights(value: Any) -> dict[str, float]:
+    """A ``weights`` option (``'title:2.0,body:1.0'`` or an object) as a dict."""
     if value is None or value == "":
         return {}
     if isinstance(value, str):
@@ -127,7 +129,8 @@ def search(coll: Collection, query: str = "", **options: Any) -> dict[str, Any]:
                    fuzzy=bool(o.get("fuzzy", False)),
                    max_edit_distance=int(o.get("max_edit_distance", 2)),
                    stemming=bool(o.get("enable_stemming", True)),
-                   fields=_names(o.get("fields")), weights=_weights(o.get("weights")))
+                   fields=field_names(o.get("fields")),
+                   weights=field_weights(o.get("weights")))
     limit = int(o.get("limit", DEFAULT_LIMIT))
     vector = o.get("vector")
     allowed = None
@@ -149,7 +152,8 @@ def search(coll: Collection, query: str = "", **options: Any) -> dict[str, Any]:
             factor = _exact_boost(rec, fields, query.strip(), tq.case_sensitive)
             boosted.append((score * factor, rid, fields))
         top = sorted(boosted, key=lambda t: (-t[0], t[1]))
-    select, exclude = _names(o.get("select_fields")), _names(o.get("exclude_fields"))
+    select = field_names(o.get("select_fields"))
+    exclude = field_names(o.get("exclude_fields"))
     names = _top_level(select)
     results: list[dict[str, Any]] = []
     # the first ``limit`` records in one engine call; any after them (when some expired
@@ -268,3 +272,21 @@ def _rank(coll: Collection, state: SearchState, query: str, vector: Any, tq: Tex
     top.extend(extra)
     top.sort(key=lambda t: (-t[0], t[1]))
     return top, total
+
+
+def searched_fields(coll: Collection, options: dict[str, Any],
+                    query: str) -> tuple[set[str], list[str] | None]:
+    """What a search with ``options`` reads, for a caller that may read only some fields:
+    ``(fields it names or matches on, the text fields it would search by default)``;
+    the second is None when the request names its text fields (or has no text query)."""
+    named = field_names(options.get("fields"))
+    used = {*(named or ()), *field_weights(options.get("weights"))}
+    if options.get("filters"):
+        from tuffdb.documents.query import referenced_fields  # noqa: PLC0415
+
+        used |= referenced_fields(options["filters"])
+    state = state_for(coll)
+    if options.get("vector") is not None:
+        used.add(options.get("vector_field") or state.default_vector_field(coll))
+    default = None if named or not query.strip() else list(state.text.field_names())
+    return used, default

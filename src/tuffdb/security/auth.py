@@ -92,6 +92,18 @@ class Permission:
             return cls(read=bool(raw.get("read")), write=bool(raw.get("write")), **lists)
         raise ProtocolError("a collection permission is ['read', 'write'] or an object")
 
+    def may_read(self, path: str) -> bool:
+        """Whether this permission's field restrictions let a key read field ``path`` (a
+        dotted path: it may not when the field, one inside it or the one holding it is
+        excluded, or when no selected field covers it)."""
+        if path == "id":
+            return True
+        if self.select_fields and not any(
+                path == s or path.startswith(s + ".") for s in self.select_fields):
+            return False
+        return not any(path == e or path.startswith(e + ".") or e.startswith(path + ".")
+                       for e in self.exclude_fields or ())
+
     def to_wire(self) -> dict[str, Any]:
         return {"read": self.read, "write": self.write, "select_fields": self.select_fields,
                 "exclude_fields": self.exclude_fields, "writable_fields": self.writable_fields}

@@ -84,6 +84,15 @@ def _with_lsn(headers: list[tuple[str, str]], lsn_of: Callable[[], int] | None
     return headers if lsn_of is None else [*headers, (LSN_HEADER, str(lsn_of()))]
 
 
+def message_of(exc: Error) -> str:
+    """An error's message for the client: a KeyError-based one (NotFoundError) without
+    the quotes KeyError's str adds; every other one as it is (stripping quotes from all
+    of them cut the closing quote off "... collection 'vault'")."""
+    if isinstance(exc, KeyError) and len(exc.args) == 1 and isinstance(exc.args[0], str):
+        return exc.args[0]
+    return str(exc)
+
+
 def status_of(exc: Error) -> int:
     if isinstance(exc, IntegrityError) and exc.condition == "id":
         return 409  # the id is taken
@@ -259,7 +268,7 @@ class App:
             return Response(429, ew.encode({"code": 429, "message": str(exc)}, False),
                              headers=[("Retry-After", str(exc.retry_after)), *exc.headers])
         except Error as err:
-            resp = error_response(status_of(err), str(err).strip("'\""))
+            resp = error_response(status_of(err), message_of(err))
             resp.headers.extend(headers)
             return self._failed(resp, access, record)
         except RecursionError:
@@ -457,6 +466,21 @@ class App:
         if perm is not None and (perm.select_fields or perm.exclude_fields):
             record = project(record, perm.select_fields, perm.exclude_fields)
         return record_to_wire(record, typed=self.settings.use_typed_values)
+
+    def check_readable(self, perm: Permission | None, c: str, fields: Any) -> None:
+        """A key that may read only some fields of ``c`` may also filter, sort, group,
+        join and search by those fields only: an answer that depends on a field tells
+        what it holds (a filter on it, probed value by value, reads it out).
+
+        :raises PermissionDeniedError: naming the fields it may not read.
+        """
+        if perm is None or not (perm.select_fields or perm.exclude_fields):
+            return
+        hidden = sorted({f for f in fields if not perm.may_read(f)})
+        if hidden:
+            raise PermissionDeniedError(
+                f"this API key may not read fields {hidden} of collection '{c}', so it may "
+                "not filter, sort, join or search by them either")
 
     def check_writable(self, perm: Permission | None, record: dict[str, Any]) -> None:
         if perm is None or perm.writable_fields is None:

@@ -13,13 +13,17 @@ from typing import TYPE_CHECKING, Any
 from tuffdb.documents import schema as schema_mod
 from tuffdb.documents.codec import plain_scalars, unpack_record
 from tuffdb.documents.collection import Collection, Write, check_name
+from tuffdb.documents.joins import join_spec
+from tuffdb.documents.query import referenced_fields
+from tuffdb.documents.shape import parse_sort
 from tuffdb.documents.wire import from_wire, plain, record_from_wire
-from tuffdb.errors import NotFoundError, ProtocolError
+from tuffdb.errors import NotFoundError, PermissionDeniedError, ProtocolError
 from tuffdb.server.ekodb import wire as ew
 from tuffdb.server.ekodb.body import splice
 from tuffdb.server.ekodb.proto import Response
 
 if TYPE_CHECKING:
+    from tuffdb.security.auth import Permission
     from tuffdb.server.ekodb.app import App, Ctx
 
 
@@ -105,12 +109,35 @@ def find(app: App, ctx: Ctx, c: str) -> Any:
             "limit": ew.optional_int(body.get("limit"), "limit"),
             "select": ew.field_list(body.get("select_fields")),
             "exclude": ew.field_list(body.get("exclude_fields"))}
+    app.check_readable(perm, c, referenced_fields(body.get("filter"))
+                       | {f for f, _ in parse_sort(body.get("sort"))})
+    join = body.get("join")
+    if join:
+        _check_join(app, ctx, c, perm, join)
     tx = app.tx(ctx)
     if tx is not None:
         records = tx.find(c, body.get("filter"), **opts)
     else:
-        records = _coll(app, c).find(body.get("filter"), join=body.get("join"), **opts)
+        records = _coll(app, c).find(body.get("filter"), join=join, **opts)
     return [app.out(r, perm) for r in records]
+
+
+def _check_join(app: App, ctx: Ctx, c: str, perm: Permission | None, join: Any) -> None:
+    """A join reads the collections it names: the key must be allowed to read each of
+    them whole (their records arrive under the join's field, and no field restriction
+    is applied inside it), and to read the fields the join matches on."""
+    if ctx.key is None or ctx.key.is_admin:
+        return
+    for raw in join if isinstance(join, list) else [join]:
+        colls, local, foreign, _ = join_spec(raw)
+        app.check_readable(perm, c, [local])
+        for name in colls:
+            jperm = app.perm(ctx, name, "read")
+            if jperm is not None and (jperm.select_fields or jperm.exclude_fields):
+                raise PermissionDeniedError(
+                    f"this API key may read only some fields of collection '{name}', so it "
+                    "may not join it (joined records are not narrowed)")
+            app.check_readable(jperm, name, [foreign])
 
 
 def update(app: App, ctx: Ctx, c: str, rid: str) -> Any:
@@ -263,9 +290,10 @@ def restore_collection(app: App, ctx: Ctx, c: str) -> Any:
 
 
 def distinct(app: App, ctx: Ctx, c: str, field: str) -> Any:
-    app.perm(ctx, c, "read")
+    perm = app.perm(ctx, c, "read")
     body = ctx.body(empty={}) or {}
     flt = body.get("filter") if isinstance(body, dict) else None
+    app.check_readable(perm, c, {field} | referenced_fields(flt))
     found = [plain(v) for v in _coll(app, c).distinct(field, flt)]
     return {"collection": c, "field": field, "values": found, "count": len(found)}
 

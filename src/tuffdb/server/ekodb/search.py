@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tuffdb.documents.collection import check_name
+from tuffdb.documents.search import searched_fields
 from tuffdb.errors import ProtocolError
 
 if TYPE_CHECKING:
@@ -40,7 +41,18 @@ def run_search(app: App, c: str, body: Any, perm: Permission | None) -> dict[str
         query = ""
     if not app.db.has_collection(c):
         return {"results": [], "total": 0, "execution_time_ms": 0}
-    out = app.db.collection(c).search(query, **options)
+    coll = app.db.collection(c)
+    if perm is not None and (perm.select_fields or perm.exclude_fields):
+        # Matching or ranking by a field tells what it holds: a key that may read only
+        # some fields searches, filters and weighs by those only (app.check_readable).
+        used, default = searched_fields(coll, options, query)
+        app.check_readable(perm, c, used)
+        if default is not None:
+            allowed = [f for f in default if perm.may_read(f)]
+            if not allowed:
+                return {"results": [], "total": 0, "execution_time_ms": 0}
+            options["fields"] = allowed
+    out = coll.search(query, **options)
     for hit in out["results"]:
         hit["record"] = app.out(hit["record"], perm)
     return out

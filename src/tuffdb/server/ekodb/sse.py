@@ -117,6 +117,8 @@ async def _heartbeat(write: Callable[[bytes], None]) -> None:
 def sse(app: App, ctx: Ctx, c: str) -> Any:
     perm = app.perm(ctx, c, "read")
     params = ctx.params
+    if params.get("filter_field"):
+        app.check_readable(perm, c, [str(params["filter_field"])])
     sub = subscribe(app, c, params.get("filter_field"), params.get("filter_value"))
     sid = new_subscription_id()
 

@@ -193,7 +193,7 @@ class WsSession:
             self.flush()
 
     async def handle(self, msg: Any) -> None:
-        from tuffdb.server.ekodb.app import status_of  # noqa: PLC0415 - cycle
+        from tuffdb.server.ekodb.app import message_of, status_of  # noqa: PLC0415 - cycle
 
         mid = msg.get("messageId") if isinstance(msg, dict) else None
         try:
@@ -218,7 +218,7 @@ class WsSession:
                        "messageId": mid})
             return
         except Error as exc:
-            self.send({"type": "Error", "code": status_of(exc), "message": str(exc).strip("'\""),
+            self.send({"type": "Error", "code": status_of(exc), "message": message_of(exc),
                        "messageId": mid})
             return
         except (TypeError, ValueError, KeyError, RecursionError) as exc:
@@ -296,6 +296,8 @@ class WsSession:
 
     def subscribe(self, c: str, filter_field: str | None, filter_value: Any) -> dict[str, Any]:
         perm = self.app.perm(self._ctx(), c, "read")
+        if filter_field:
+            self.app.check_readable(perm, c, [str(filter_field)])
         self.unsubscribe(c)
         sub = sse.subscribe(self.app, c, filter_field, filter_value)
         sid = sse.new_subscription_id()
