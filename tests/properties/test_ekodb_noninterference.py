@@ -1,7 +1,8 @@
 """Non-interference of field restrictions on the ekoDB face: two databases hold the same
 records except for the values of the fields a key may not read; every request that key
-makes (find with filters, sorts and projections, distinct, text search with or without
-fields) gets byte-identical answers from both. An answer that differed would tell the
+makes (find with filters, sorts, projections and joins, distinct, text search with or
+without fields) gets byte-identical answers from both. A second collection, joined, is
+unreadable, readable whole or readable but for one field, at random. An answer that differed would tell the
 key something about a field it may not read (a filter on it, probed value by value,
 reads it out). The restrictions are random per example: ``exclude_fields`` or
 ``select_fields`` over top-level and nested fields."""
@@ -55,11 +56,17 @@ class Pair:
     """Two apps with the same records but for the fields ``perm`` hides, and the same
     restricted key in both."""
 
-    def __init__(self, perm: dict[str, Any], seed: int) -> None:
+    def __init__(self, perm: dict[str, Any], seed: int, xperm: Any = None) -> None:
         self.tmp = tempfile.TemporaryDirectory()
         rng = random.Random(seed)
         base = [_record(i, rng) for i in range(8)]
         hidden = [f for f in FIELDS if not Permission(read=True, **perm).may_read(f)]
+        # A second collection to join: unreadable (xperm None: every value differs between
+        # the two databases), readable whole (the same), or without its "v" (that differs).
+        xs = [{"id": f"x{i}", "k": WORDS[i % len(WORDS)], "v": i} for i in range(6)]
+        grants = {"t": {"read": True, **perm}}
+        if xperm is not None:
+            grants["x"] = xperm
         self.apps: list[App] = []
         self.tokens: list[str] = []
         for n in range(2):
@@ -71,7 +78,14 @@ class Pair:
                     _set(rec, path, _record(0, other)[path.split(".")[0]] if "." not in path
                          else _get(_record(0, other), path))
                 app.call("POST", "/api/insert/t", rec)
-            key = app.app.keyring.create(collection_permissions={"t": {"read": True, **perm}})
+            for x in xs:
+                x = dict(x)
+                if xperm is None:
+                    x["k"] = other.choice(WORDS)
+                if xperm is None or "exclude_fields" in xperm:
+                    x["v"] = other.randint(0, 99)
+                app.call("POST", "/api/insert/x", x)
+            key = app.app.keyring.create(collection_permissions=grants)
             self.apps.append(app)
             self.tokens.append(app.login(key.key))
 
@@ -104,12 +118,16 @@ conditions = st.builds(lambda f, op, v: {"type": "Condition", "content": {
 filters = st.one_of(st.none(), conditions, st.builds(
     lambda xs: {"type": "Logical", "content": {"operator": "Or", "expressions": xs}},
     st.lists(conditions, min_size=1, max_size=3)))
+joins = st.one_of(st.none(), st.builds(lambda local, foreign: {
+    "collections": ["x"], "local_field": local, "foreign_field": foreign, "as_field": "j"},
+    st.sampled_from(["b", "d.f", "a"]), st.sampled_from(["k", "v", "id"])))
 requests = st.one_of(
-    st.builds(lambda f, s, sel: ("POST", "/api/find/t", {
+    st.builds(lambda f, s, sel, j: ("POST", "/api/find/t", {
         "filter": f, "sort": [{"field": s, "ascending": True}] if s else None,
-        "select_fields": sel, "limit": 5}),
+        "select_fields": sel, "limit": 5, "join": j}),
         filters, st.one_of(st.none(), st.sampled_from(FIELDS)),
-        st.one_of(st.none(), st.lists(st.sampled_from(FIELDS), min_size=1, max_size=2))),
+        st.one_of(st.none(), st.lists(st.sampled_from(FIELDS), min_size=1, max_size=2)),
+        joins),
     st.builds(lambda f, flt: ("POST", f"/api/distinct/t/{f}", {"filter": flt}),
               st.sampled_from(FIELDS), filters),
     st.builds(lambda q, fields: ("POST", "/api/search/t", {"query": q, "fields": fields}),
@@ -120,10 +138,11 @@ requests = st.one_of(
 
 @settings(max_examples=int(os.environ.get("TUFFDB_NONINTERFERENCE_EXAMPLES", "40")),
           deadline=None, suppress_health_check=list(HealthCheck))
-@given(perm=perms, seed=st.integers(0, 10**6), asks=st.lists(requests, min_size=1, max_size=6))
+@given(perm=perms, seed=st.integers(0, 10**6), asks=st.lists(requests, min_size=1, max_size=6),
+       xperm=st.sampled_from([None, ["read"], {"read": True, "exclude_fields": ["v"]}]))
 def test_answers_do_not_depend_on_what_the_key_may_not_read(
-        perm: dict[str, Any], seed: int, asks: list[tuple[str, str, Any]]) -> None:
-    pair = Pair(perm, seed)
+        perm: dict[str, Any], seed: int, asks: list[tuple[str, str, Any]], xperm: Any) -> None:
+    pair = Pair(perm, seed, xperm)
     try:
         for method, path, body in asks:
             first, second = pair.ask(method, path, body)
