@@ -75,8 +75,7 @@ class Pair:
             for rec in base:
                 rec = json.loads(json.dumps(rec))
                 for path in hidden:
-                    _set(rec, path, _record(0, other)[path.split(".")[0]] if "." not in path
-                         else _get(_record(0, other), path))
+                    _set(rec, path, _get(_record(0, other), path))
                 app.call("POST", "/api/insert/t", rec)
             for x in xs:
                 x = dict(x)

@@ -117,12 +117,12 @@ class ReplicationServer:
 
     def _serve(self, conn: socket.socket, peer: str, link: int) -> None:
         follower: FollowerState | None = None
-        admitting = True
         try:
-            admitted = self._admit(conn, peer)
-            with self._lock:
-                self._unadmitted -= 1
-                admitting = False
+            try:
+                admitted = self._admit(conn, peer)
+            finally:
+                with self._lock:
+                    self._unadmitted -= 1
             if not admitted:
                 return
             shook = self._handshake(conn, peer, link)
@@ -133,9 +133,6 @@ class ReplicationServer:
             if not self._closed:
                 log.info("replication link closed", peer=peer, reason=str(exc))
         finally:
-            if admitting:
-                with self._lock:
-                    self._unadmitted -= 1
             if follower is not None:
                 follower.connected = False
                 with self.seq._cv:  # noqa: SLF001 - wake confirmations waiting on it

@@ -21,6 +21,7 @@ import numpy as np
 
 from tuffdb.documents import codec
 from tuffdb.documents.fulltext.scoring import TextQuery, bm25
+from tuffdb.documents.query import referenced_fields
 from tuffdb.documents.search_index import SearchState, state_for
 from tuffdb.documents.shape import project
 from tuffdb.errors import ProtocolError
@@ -282,8 +283,6 @@ def searched_fields(coll: Collection, options: dict[str, Any],
     named = field_names(options.get("fields"))
     used = {*(named or ()), *field_weights(options.get("weights"))}
     if options.get("filters"):
-        from tuffdb.documents.query import referenced_fields  # noqa: PLC0415
-
         used |= referenced_fields(options["filters"])
     state = state_for(coll)
     if options.get("vector") is not None:

@@ -92,6 +92,11 @@ class Permission:
             return cls(read=bool(raw.get("read")), write=bool(raw.get("write")), **lists)
         raise ProtocolError("a collection permission is ['read', 'write'] or an object")
 
+    @property
+    def hides_fields(self) -> bool:
+        """Whether the key may read only some fields (``select_fields``/``exclude_fields``)."""
+        return bool(self.select_fields or self.exclude_fields)
+
     def may_read(self, path: str) -> bool:
         """Whether this permission's field restrictions let a key read field ``path`` (a
         dotted path: it may not when the field, one inside it or the one holding it is

@@ -283,17 +283,14 @@ class Host:
         for i, (name, port, face) in enumerate(created):
             try:
                 await face.start()
-            except BaseException as exc:
-                later = [f for _, _, f in created[i + 1 :]]
-                if isinstance(exc, asyncio.CancelledError):
-                    # a signal interrupted start(): shutdown stops what is in self.faces
-                    self.faces.extend([face, *later])
-                    raise
-                for f in [face, *later]:
+            except asyncio.CancelledError:
+                # a signal interrupted start(): shutdown stops what is in self.faces
+                self.faces.extend(f for _, _, f in created[i:])
+                raise
+            except Exception as exc:
+                for _, _, f in created[i:]:
                     with contextlib.suppress(Exception):
                         await f.stop()
-                if not isinstance(exc, Exception):
-                    raise
                 where = _format_address(config.host, port)
                 raise StartupError(f"face {name} cannot start on {where}: {exc}") from exc
             self.faces.append(face)

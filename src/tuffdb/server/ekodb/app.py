@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from tuffdb import metrics
-from tuffdb.documents.shape import project
+from tuffdb.documents.query import referenced_fields
+from tuffdb.documents.shape import parse_sort, project
 from tuffdb.documents.wire import record_to_wire
 from tuffdb.errors import (
     AuthError,
@@ -463,20 +464,23 @@ class App:
 
     def out(self, record: dict[str, Any], perm: Permission | None) -> dict[str, Any]:
         """A record as sent: field restrictions applied, typed values per the setting."""
-        if perm is not None and (perm.select_fields or perm.exclude_fields):
+        if perm is not None and perm.hides_fields:
             record = project(record, perm.select_fields, perm.exclude_fields)
         return record_to_wire(record, typed=self.settings.use_typed_values)
 
-    def check_readable(self, perm: Permission | None, c: str, fields: Any) -> None:
+    def check_readable(self, perm: Permission | None, c: str, fields: Iterable[str] = (), *,
+                       filter: Any = None, sort: Any = None) -> None:  # noqa: A002
         """A key that may read only some fields of ``c`` may also filter, sort, group,
         join and search by those fields only: an answer that depends on a field tells
-        what it holds (a filter on it, probed value by value, reads it out).
+        what it holds (a filter on it, probed value by value, reads it out). ``filter``
+        and ``sort`` (request specs) are read only for such a key.
 
         :raises PermissionDeniedError: naming the fields it may not read.
         """
-        if perm is None or not (perm.select_fields or perm.exclude_fields):
+        if perm is None or not perm.hides_fields:
             return
-        hidden = sorted({f for f in fields if not perm.may_read(f)})
+        used = {*fields, *referenced_fields(filter), *(f for f, _ in parse_sort(sort))}
+        hidden = sorted(f for f in used if not perm.may_read(f))
         if hidden:
             raise PermissionDeniedError(
                 f"this API key may not read fields {hidden} of collection '{c}', so it may "

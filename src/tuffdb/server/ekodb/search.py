@@ -42,7 +42,7 @@ def run_search(app: App, c: str, body: Any, perm: Permission | None) -> dict[str
     if not app.db.has_collection(c):
         return {"results": [], "total": 0, "execution_time_ms": 0}
     coll = app.db.collection(c)
-    if perm is not None and (perm.select_fields or perm.exclude_fields):
+    if perm is not None and perm.hides_fields:
         # Matching or ranking by a field tells what it holds: a key that may read only
         # some fields searches, filters and weighs by those only (app.check_readable).
         used, default = searched_fields(coll, options, query)
