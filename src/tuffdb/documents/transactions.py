@@ -76,6 +76,7 @@ class Transaction:
         self.snapshot: dict[tuple[str, str], dict[str, Any] | None] = {}
         self.savepoints: list[tuple[str, dict[tuple[str, str], Write]]] = []
         self.operations = 0
+        self.owner: str | None = None  # who began it, where a server tells (ekoDB: its key)
         with db.lock:
             self.start_seq = db.seq
             db.active_transactions[self.id] = self

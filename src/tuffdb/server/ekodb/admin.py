@@ -169,29 +169,24 @@ def tx_begin(app: App, ctx: Ctx) -> Any:
     for tid in [t for t, tx in app.transactions.items() if tx.state != "Active"]:
         del app.transactions[tid]  # forget ended transactions
     tx = app.db.transaction(body.get("isolation_level"), timeout=float(timeout))
+    assert ctx.key is not None  # (the route needs a key)
+    tx.owner = ctx.key.key_id
     app.transactions[tx.id] = tx
     return {"transaction_id": tx.id, "isolation_level": tx.isolation}
 
 
-def _tx(app: App, tid: str) -> Any:
-    tx = app.transactions.get(tid)
-    if tx is None:
-        raise NotFoundError(f"no transaction '{tid}'")
-    return tx
-
-
 def tx_status(app: App, ctx: Ctx, tid: str) -> Any:
-    return _tx(app, tid).status()
+    return app.transaction(ctx, tid).status()
 
 
 def tx_commit(app: App, ctx: Ctx, tid: str) -> Any:
-    tx = _tx(app, tid)
+    tx = app.transaction(ctx, tid)
     tx.commit()
     return {"status": "committed", "transaction_id": tid}
 
 
 def tx_rollback(app: App, ctx: Ctx, tid: str) -> Any:
-    _tx(app, tid).rollback()
+    app.transaction(ctx, tid).rollback()
     return {"status": "rolled_back", "transaction_id": tid}
 
 
@@ -200,17 +195,17 @@ def sp_create(app: App, ctx: Ctx, tid: str) -> Any:
     name = body.get("name") if isinstance(body, dict) else None
     if not isinstance(name, str) or not name:
         raise ProtocolError("a savepoint needs a 'name'")
-    _tx(app, tid).savepoint(name)
+    app.transaction(ctx, tid).savepoint(name)
     return {"status": "success", "savepoint": name}
 
 
 def sp_rollback(app: App, ctx: Ctx, tid: str, name: str) -> Any:
-    _tx(app, tid).rollback_to(name)
+    app.transaction(ctx, tid).rollback_to(name)
     return {"status": "success", "savepoint": name}
 
 
 def sp_release(app: App, ctx: Ctx, tid: str, name: str) -> Any:
-    _tx(app, tid).release(name)
+    app.transaction(ctx, tid).release(name)
     return {"status": "success", "savepoint": name}
 
 

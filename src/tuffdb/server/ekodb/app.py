@@ -457,8 +457,15 @@ class App:
         tid = ctx.params.get("transaction_id")
         if tid is None:
             return None
+        return self.transaction(ctx, tid)
+
+    def transaction(self, ctx: Ctx, tid: str) -> Transaction:
+        """Transaction ``tid`` when the request's key began it; to any other key it does
+        not exist (404): a transaction is its key's own, and another key that learnt its
+        id could otherwise read its staged writes, add writes the owner's commit would
+        make its own, or commit or roll it back at a moment of its choosing."""
         tx = self.transactions.get(tid)
-        if tx is None:
+        if tx is None or ctx.key is None or tx.owner != ctx.key.key_id:
             raise NotFoundError(f"no transaction '{tid}'")
         return tx
 
