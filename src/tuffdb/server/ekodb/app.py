@@ -418,6 +418,12 @@ class App:
         self._tokens[auth] = (key.key_id, float(jwt_decode(token, self.keyring.secret)["exp"]))
         return key
 
+    def reauthenticate(self, req: Request) -> ApiKey:
+        """The key of a live session's opening request ``req`` (a WebSocket session, an
+        SSE stream) as it is now, checked as a new request would be: AuthError once the
+        key is revoked or the token expired; its permissions as they are now."""
+        return self._authenticate(req)
+
     def _check_access(self, key: ApiKey | None, access: str) -> None:
         mode = self.settings.access_mode
         if access == "admin" and (key is None or not key.is_admin):

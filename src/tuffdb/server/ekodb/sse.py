@@ -8,6 +8,11 @@ stream. Blocks, each ended by a blank line::
     event: heartbeat       data: {"timestamp"}                        (every HEARTBEAT_SECONDS)
     event: error           data: {"code", "message"}                  (then the stream ends)
 
+A stream is held to what a request of its key would be allowed, before every event it
+sends (:func:`live_permission`): once the key is revoked or its token expires it ends with
+a 401 error block, once the key may no longer read the collection (or the filter field)
+with a 403, and records leave out the fields the key may no longer read.
+
 Events come from the embedded watch (documents/watch.py) in commit order; with
 ``durable_operations`` an event is sent only once its write is fsynced. A client that
 does not read is cut off (error event, close) once MAX_BUFFERED events wait or the
@@ -29,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuffdb.documents.values import format_datetime
 from tuffdb.documents.watch import Subscription, watch
-from tuffdb.errors import ClosedError, OperationalError, ProtocolError
+from tuffdb.errors import ClosedError, Error, OperationalError, ProtocolError
 from tuffdb.server.ekodb.proto import Response
 
 if TYPE_CHECKING:
@@ -37,6 +42,7 @@ if TYPE_CHECKING:
 
     from tuffdb.security.auth import Permission
     from tuffdb.server.ekodb.app import App, Ctx
+    from tuffdb.server.ekodb.proto import Request
 
 LOG = logging.getLogger("tuffdb.ekodb.sse")
 HEARTBEAT_SECONDS = 15.0
@@ -64,6 +70,19 @@ def subscribe(app: App, c: str, filter_field: str | None, filter_value: Any) -> 
     check_collection_name(c)  # a collection may be watched before its first insert
     return watch(app.db.collection(c), filter_field=filter_field, filter_value=filter_value,
                  max_buffered=MAX_BUFFERED, schema_events=True)
+
+
+def live_permission(app: App, req: Request, c: str, filter_field: Any) -> Permission | None:
+    """What a subscription to ``c`` opened by request ``req`` may be sent now: its
+    key's read permission on ``c`` as it is now (AuthError once the key is revoked or
+    the token expired, PermissionDeniedError once it may not read ``c`` or the filter
+    field). A session once kept the key it connected with for as long as it lasted: a
+    revoked key went on receiving every mutation."""
+    key = app.reauthenticate(req)
+    perm = key.require(c, "read")
+    if filter_field:
+        app.check_readable(perm, c, [str(filter_field)])
+    return perm
 
 
 def wire_event(app: App, event: dict[str, Any], perm: Permission | None) -> dict[str, Any]:
@@ -103,6 +122,13 @@ async def pump(app: App, sub: Subscription,
             return "the client stopped reading (send buffer full); subscribe again to resume"
 
 
+def ended_by(exc: Error) -> tuple[int, str]:
+    """The status code and message a stream ends with when ``exc`` ends it."""
+    from tuffdb.server.ekodb.app import message_of, status_of  # noqa: PLC0415 - cycle
+
+    return status_of(exc), message_of(exc)
+
+
 def _block(event: str, data: Any) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
@@ -137,18 +163,22 @@ def sse(app: App, ctx: Ctx, c: str) -> Any:
                 return False
             if transport.get_write_buffer_size() > MAX_SEND_BUFFER_BYTES:
                 return False
+            now = live_permission(app, ctx.req, c, params.get("filter_field"))  # raises
             if event["event"] == "schema_changed":
                 payload = {k: v for k, v in event.items() if k != "event"}
                 transport.write(_block("schema_changed", payload))
             else:
-                transport.write(_block("mutation", wire_event(app, event, perm)))
+                transport.write(_block("mutation", wire_event(app, event, now)))
             return True
 
         beat = asyncio.get_running_loop().create_task(_heartbeat(transport.write))
         try:
-            reason = await pump(app, sub, send)
+            try:
+                code, reason = 409, await pump(app, sub, send)
+            except Error as exc:  # the key was revoked, or may no longer read this
+                code, reason = ended_by(exc)
             if not transport.is_closing():
-                transport.write(_block("error", {"code": 409, "message": reason}))
+                transport.write(_block("error", {"code": code, "message": reason}))
         except Exception:  # a broken stream must not pass silently
             LOG.exception("SSE stream failed")
         finally:

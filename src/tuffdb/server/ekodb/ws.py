@@ -31,11 +31,12 @@ import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from websockets.frames import Opcode
+from websockets.frames import CloseCode, Opcode
 from websockets.http11 import Request as WsRequest
 from websockets.server import ServerProtocol
 
-from tuffdb.errors import Error, NotFoundError, ProtocolError
+from tuffdb.errors import (AuthError, Error, NotFoundError, PermissionDeniedError,
+                           ProtocolError)
 from tuffdb.server.ekodb import data
 from tuffdb.server.ekodb import sse
 from tuffdb.server.ekodb import wire as ew
@@ -197,6 +198,14 @@ class WsSession:
 
         mid = msg.get("messageId") if isinstance(msg, dict) else None
         try:
+            # Each message is held to what a request of the session's key would be
+            # allowed now: a revoked key's session ends here (_end), its permissions are
+            # the key's current ones.
+            self.key = self.app.reauthenticate(self.req)
+        except AuthError as exc:
+            self._end(exc, mid)
+            return
+        try:
             if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
                 raise ProtocolError("a message is an object {type, messageId, payload}")
             kind = msg["type"]
@@ -294,6 +303,17 @@ class WsSession:
             return {"collection": c, "found": found, "unsubscribed": True}
         raise ProtocolError(f"unknown message type {kind!r}")
 
+    def _end(self, exc: AuthError, mid: Any) -> None:
+        """The session's key was revoked or its token expired: say so and close."""
+        from tuffdb.server.ekodb.app import message_of  # noqa: PLC0415 - cycle
+
+        if self.transport.is_closing():
+            return
+        self.send({"type": "Error", "code": 401, "message": message_of(exc), "messageId": mid})
+        self.ws.send_close(CloseCode.POLICY_VIOLATION, "the API key is no longer valid")
+        self.flush()
+        self.transport.close()
+
     def subscribe(self, c: str, filter_field: str | None, filter_value: Any) -> dict[str, Any]:
         perm = self.app.perm(self._ctx(), c, "read")
         if filter_field:
@@ -307,20 +327,30 @@ class WsSession:
                 return False
             if self.transport.get_write_buffer_size() > sse.MAX_SEND_BUFFER_BYTES:
                 return False
+            now = sse.live_permission(self.app, self.req, c, filter_field)  # raises
             if event["event"] == "schema_changed":
                 payload = {k: v for k, v in event.items() if k != "event"}
                 self.send({"type": "SchemaChanged", "payload": payload})
                 return True
-            payload = {**sse.wire_event(self.app, event, perm), "subscription_id": sid}
+            payload = {**sse.wire_event(self.app, event, now), "subscription_id": sid}
             self.send({"type": "MutationNotification", "payload": payload})
             return True
 
         async def run() -> None:
-            reason = await sse.pump(self.app, sub, push)
+            try:
+                code, reason = 409, await sse.pump(self.app, sub, push)
+            except PermissionDeniedError as exc:  # the key may no longer read this
+                code, reason = sse.ended_by(exc)
+            except AuthError as exc:  # the key was revoked: the session ends
+                if self.subs.get(c, (None,))[0] is sub:
+                    self.subs.pop(c, None)
+                    sub.close()
+                self._end(exc, None)
+                return
             if self.subs.get(c, (None,))[0] is sub and not self.transport.is_closing():
                 self.subs.pop(c, None)
                 sub.close()
-                self.send({"type": "Error", "code": 409, "message": reason, "messageId": None})
+                self.send({"type": "Error", "code": code, "message": reason, "messageId": None})
 
         task = asyncio.get_running_loop().create_task(run())
         self.subs[c] = (sub, sid, task)
