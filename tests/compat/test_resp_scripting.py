@@ -286,6 +286,56 @@ LIBRARY_SCRIPTS = [
 LIBRARY_CASES = [("EVAL", body, "0") for body in LIBRARY_SCRIPTS]
 
 
+# A script tries to leave something behind for later scripts (other clients' among them),
+# each attempt followed by a script that would see it; and precompiled chunks, which Lua
+# 5.1 runs unverified (a crafted one escapes the sandbox: CVE-2015-4335). Before
+# 2026-12-07 every one of these got through here: getmetatable("").__index was the string
+# library itself, rawset, table.insert and setmetatable wrote past the read-only views,
+# getfenv(0) and a loaded chunk's environment were the real globals, and bytecode loaded.
+SANDBOX_CASES: list[tuple[str, ...]] = [(("EVAL", body, "0")) for body in [
+    "local mt = getmetatable(''); mt.__index.upper = function() return 'changed' end",
+    "return string.upper('a')",
+    "getmetatable('').__index = {len = function() return 42 end}",
+    "return ('abc'):len()",
+    "return {pcall(setmetatable, getmetatable(''), {})}",
+    "return getmetatable('').__index == string",
+    "rawset(_G, 'left', 1)",
+    "rawset(string, 'upper', 1)",
+    "rawset(getmetatable(''), '__index', {})",
+    "table.insert(string, 'left')",
+    "table.insert(redis, 'left')",
+    "return table.remove(string)",
+    "table.sort(math)",
+    "setmetatable(_G, nil)",
+    "return type(getfenv)",
+    "return type(setfenv)",
+    "loadstring('left = 1')()",
+    "return {pcall(loadstring('left = 1'))}",
+    "return left",
+    "return #string, #redis, #math",
+    "return string.upper('b'), ('xyz'):len()",
+    "local f, e = loadstring(string.dump(function() return 1 end)); return e",
+    "local s, d = string.dump(function() return 1 end), false; "
+    "local f, e = load(function() if d then return nil end d = true return s end); return e",
+    "return loadstring('return 5')()",
+    "local d = false; return load(function() if d then return nil end d = true "
+    "return 'return 6' end)()",
+    "local f = load('return 1') return f",
+    "return rawset({}, 'a', 1).a",
+    "rawset(1, 2, 3)",
+    "table.insert()",
+    "local t = {3, 1, 2}; table.sort(t); table.insert(t, 4); table.remove(t, 1); return t",
+]] + [
+    ("EVAL", "\x1bLuaQ\x00\x01\x04\x08\x04\x08\x00", "0"),
+    ("FUNCTION", "LOAD", "\x1bLuaQ\x00\x01\x04\x08\x04\x08\x00"),
+]
+
+
+def test_a_script_leaves_nothing_behind_and_loads_no_bytecode(
+        servers: tuple[int, int]) -> None:
+    compare(servers, SANDBOX_CASES, exact=True)
+
+
 def test_scripts_reply_like_redis_byte_for_byte(servers: tuple[int, int]) -> None:
     compare(servers, CASES, exact=True)
 

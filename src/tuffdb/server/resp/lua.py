@@ -49,19 +49,66 @@ local py_call, py_pcall, py_errtext, py_sha1hex, py_log, py_setresp, py_interrup
 local dbg = debug
 local G = _G
 local rawset, rawget, setmetatable, error, type, tostring = rawset, rawget, setmetatable, error, type, tostring
+local setfenv, loadstring = setfenv, loadstring
 local getinfo, sethook = dbg.getinfo, dbg.sethook
 
+-- (getfenv and setfenv too, as Redis 7.0.15 observed: getfenv(0) handed a script the real
+-- globals, where what it set stayed for every later script; setfenv could swap this
+-- bootstrap's own environment)
 for _, name in ipairs({"os", "io", "package", "require", "dofile", "loadfile", "python",
-                       "print", "module", "debug", "newproxy"}) do
+                       "print", "module", "debug", "newproxy", "getfenv", "setfenv"}) do
   rawset(G, name, nil)
 end
 
+-- Every table a script must not change, whatever it calls: the globals, the library
+-- tables, their read-only views, the string metatable. Redis 7.0's Lua refuses writes to
+-- them in the VM itself (rawset and table.insert included); stock Lua has no such flag,
+-- so the raw writers scripts can reach check this set (raw_guard below).
+local protected = setmetatable({}, {__mode = "k"})
+
 local function readonly(t, name)
-  return setmetatable({}, {
+  local view = setmetatable({}, {
     __index = t,
     __newindex = function() error("Attempt to modify a readonly table", 2) end,
     __metatable = {},
   })
+  protected[t], protected[view] = true, true
+  return view
+end
+
+local function raw_guard(t)
+  if protected[t] then error("Attempt to modify a readonly table", 0) end
+end
+
+-- The first argument of a raw writer: a table (else the error the C function gives, at the
+-- script's line), and not a protected one if the call would write (``least``: the length
+-- below which it does not: table.remove of an empty table, a sort of one element).
+local function writable(name, n, t, least)
+  if type(t) ~= "table" then
+    error("bad argument #1 to '" .. name .. "' (table expected, got " ..
+          (n == 0 and "no value" or type(t)) .. ")", 3)
+  end
+  if not least or #t >= least then raw_guard(t) end
+end
+
+do  -- the raw writers a script can reach
+  local tbl = rawget(G, "table")
+  local insert, remove, sort, raw, setmt = tbl.insert, tbl.remove, tbl.sort, rawset, setmetatable
+  tbl.insert = function(...) writable("insert", select("#", ...), (...)) insert(...) end
+  tbl.remove = function(...)
+    writable("remove", select("#", ...), (...), 1)
+    local v = remove(...)
+    return v
+  end
+  tbl.sort = function(...) writable("sort", select("#", ...), (...), 2) sort(...) end
+  rawset(G, "rawset", function(...)
+    writable("rawset", select("#", ...), (...))
+    return (raw(...))
+  end)
+  rawset(G, "setmetatable", function(...)
+    writable("setmetatable", select("#", ...), (...))
+    return (setmt(...))
+  end)
 end
 
 local redis = {}
@@ -132,13 +179,76 @@ local env = setmetatable({}, {
   __metatable = {},
 })
 rawset(G, "_G", env)
+protected[G], protected[env] = true, true
+
+-- The string metatable is every string's: its __index was the string library itself, so
+-- getmetatable("").__index.upper = f changed string.upper for every later script, and
+-- getmetatable("").__index = t every string method. Its __index is now the read-only
+-- string table, and getmetatable("") gives a read-only view of it.
+do
+  local string_mt = dbg.getmetatable("")
+  string_mt.__index = rawget(G, "string")
+  string_mt.__metatable = readonly(string_mt)
+end
+
+-- A chunk a script loads runs with the script's globals (read-only), never the real ones
+-- (loadstring("x = 1")() set x for every later script), and a precompiled (binary) chunk
+-- is refused: Lua 5.1 does not verify bytecode, so a crafted one escapes the sandbox
+-- (CVE-2015-4335). Redis parses one as source; the message is the parser's.
+local function chunk_id(name)
+  local first = name:sub(1, 1)
+  if first == "=" or first == "@" then return name:sub(2, 60) end
+  local line = name:match("^[^\n%z]*")
+  if #line > 45 then return '[string "' .. line:sub(1, 45) .. '..."]' end
+  if #line < #name and name:sub(#line + 1, #line + 1) == "\n" then
+    return '[string "' .. line .. '..."]'
+  end
+  return '[string "' .. line .. '"]'
+end
+
+local function load_chunk(source, name)
+  if type(source) == "string" and source:byte(1) == 27 then
+    return nil, chunk_id(name or source) .. ":1: unexpected symbol near 'char(27)'"
+  end
+  local fn, err = loadstring(source, name)
+  if fn then setfenv(fn, env) end
+  return fn, err
+end
+
+rawset(G, "loadstring", function(source, name)
+  if type(source) ~= "string" and type(source) ~= "number" then
+    error("bad argument #1 to 'loadstring' (string expected, got " ..
+          (source == nil and "no value" or type(source)) .. ")", 2)
+  end
+  return load_chunk(tostring(source), name)
+end)
+rawset(G, "load", function(reader, name)
+  if type(reader) ~= "function" then
+    error("bad argument #1 to 'load' (function expected, got " ..
+          (reader == nil and "no value" or type(reader)) .. ")", 2)
+  end
+  local parts = {}
+  while true do
+    local piece = reader()
+    if piece == nil or piece == "" then break end
+    if type(piece) ~= "string" then return nil, "reader function must return a string" end
+    parts[#parts + 1] = piece
+  end
+  return load_chunk(table.concat(parts), name or "=(load)")
+end)
+
+-- Where an error is reported: as Redis's handler, the innermost Lua function that raised
+-- it (a script's, a library's, or a chunk it loaded), past the C functions, tail calls and
+-- this sandbox's own code (every chunk lupa runs, the bundled libraries' too, is
+-- "<python>").
+local own_source = getinfo(1, "S").source
 
 local function handler(err)
   local source, line
   for level = 2, 20 do
     local info = getinfo(level, "Sl")
     if not info then break end
-    if info.source == "@user_script" or info.source == "@user_function" then
+    if info.what ~= "C" and info.what ~= "tail" and info.source ~= own_source then
       source, line = info.source, info.currentline
       break
     end
@@ -146,7 +256,7 @@ local function handler(err)
   if type(err) == "userdata" then
     local text, located = py_errtext(err)
     if located and line then  -- a library's error: luaL_error puts the script's line first
-      text = "ERR " .. source:sub(2) .. ":" .. line .. ": " .. text
+      text = "ERR " .. source:gsub("^@", "") .. ":" .. line .. ": " .. text
     elseif located then
       text = "ERR " .. text
     end
@@ -167,7 +277,7 @@ local function hook()
 end
 
 local compile = function(body)
-  local fn, err = loadstring(body, "@user_script")
+  local fn, err = load_chunk(body, "@user_script")
   if not fn then return nil, err end
   setfenv(fn, env)
   return fn, nil
@@ -255,7 +365,7 @@ local function load_hook()
 end
 
 local load_library = function(body)
-  local fn, err = loadstring(body, "@user_function")
+  local fn, err = load_chunk(body, "@user_function")
   if not fn then return false, "compile", err end
   local registered = {}
   local loading = true
