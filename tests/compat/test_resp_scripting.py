@@ -399,6 +399,33 @@ def test_a_runaway_script_gets_busy_replies_and_can_be_killed(servers: tuple[int
     assert ours[3] == b"-NOTBUSY No scripts in execution right now.\r\n"
 
 
+def test_a_client_that_leaves_while_its_script_runs_leaves_the_server_sound(
+        tmp_path: Path) -> None:
+    """The connection of a client that closes while its script runs is cleaned up; the
+    script is killed as usual and the server goes on. Before, the closing connection took
+    its running script's handle for a blocked command's: an AttributeError in the event
+    loop's callback (logged as an error), and the rest of the clean-up skipped."""
+    proc = start_tuffdb(tmp_path / "t")
+    admin, runner = RawClient(proc.port), RawClient(proc.port)
+    try:
+        admin.call("CONFIG", "SET", "busy-reply-threshold", "10")
+        runner.send("EVAL", "local i = 0 while true do i = i + 1 end", "0")
+        deadline = time.monotonic() + WAIT_S
+        while admin.call("PING") == b"+PONG\r\n":
+            assert time.monotonic() < deadline
+        runner.close()  # (the server sees it before the kill: it was sent first)
+        assert admin.call("SCRIPT", "KILL") == b"+OK\r\n"
+        while (pong := admin.call("PING")) != b"+PONG\r\n":
+            assert pong.startswith(b"-BUSY") and time.monotonic() < deadline
+        assert admin.call("EVAL", "return 7", "0") == b":7\r\n"
+        assert admin.call("CLIENT", "LIST").count(b"id=") == 1  # the runner is gone
+    finally:
+        admin.close()
+        assert proc.stop() == 0
+    errors = [line for line in proc.log if '"level":"error"' in line or "Traceback" in line]
+    assert errors == []
+
+
 def _unkillable(proc: ServerProcess) -> bytes:
     admin, runner = RawClient(proc.port), RawClient(proc.port)
     try:

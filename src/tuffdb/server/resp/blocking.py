@@ -117,9 +117,10 @@ class Blocking:
         w.conn.unblocked(w.blocked.timeout_reply if out is None else out, wrote=False)
 
     def drop(self, conn: Conn) -> None:
-        """The connection closed while blocked."""
+        """The connection closed while parked: a blocked command stops waiting (a script
+        it runs goes on, as in Redis, its reply to nobody)."""
         w = conn.blocked
-        if w is not None and not w.done:
+        if isinstance(w, Waiter) and not w.done:
             self._forget(w)
 
     def serve(self) -> None:
