@@ -278,6 +278,8 @@ LIBRARY_SCRIPTS = [
  'return bit.tohex(255, -2)',
  'return {bit.rol(1, 32), bit.ror(1, 1), bit.arshift(0x80000000, 31)}',
  'return bit.bswap(-1)',
+ "return struct.pack('c5', 'ab')",
+ "return struct.pack('ic5', 1, 'ab')",
  "return cjson.decode(string.rep('[', 1100) .. string.rep(']', 1100))",
  "return #cjson.decode(string.rep('[', 300) .. string.rep(']', 300))",
  "return #cmsgpack.pack(cjson.decode(string.rep('[', 300) .. string.rep(']', 300)))",

@@ -93,8 +93,8 @@ class StructLib:
                 s = args.string(arg)
                 if size == 0:
                     size = len(s)
-                if len(s) < size:
-                    raise bad_arg(arg, "pack", "string too short")
+                if len(s) < size:  # (Redis's lua_struct names the argument after it)
+                    raise bad_arg(arg + 1, "pack", "string too short")
                 out += s[:size]
                 arg += 1
             else:  # "s"
