@@ -167,9 +167,11 @@ def _backup(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     keys = _keys(args, parser, data_dir)
     held: list[Any] = []
     try:
+        target = open_target(args.dest)
+        datadir.refuse_overlap(data_dir, target, "the backup destination")
         sources, held = datadir.locked_sources(data_dir)
         _check_backup_keys(sources, keys)
-        manifest = take_backup(sources, open_target(args.dest),
+        manifest = take_backup(sources, target,
                                data_dir / STAGING_DIR, extra=datadir.extra_files(data_dir),
                                link=args.link, progress=stderr_progress("backup", 0),
                                max_bytes_per_s=args.max_rate * 1e6 if args.max_rate else None)

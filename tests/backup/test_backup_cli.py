@@ -127,3 +127,19 @@ def test_a_backup_killed_before_its_manifest_is_never_restored(tmp_path: Path) -
     # The killed backup left its staging links behind; the next backup clears them.
     assert tuffdb("backup", str(data), str(tmp_path / "dest2")).returncode == 0
     assert not (data / ".backup-staging").exists()
+
+
+def test_a_backup_into_the_data_directory_is_refused(tmp_path: Path) -> None:
+    """A destination inside the data directory (or one holding it) is refused before
+    anything is written: a backup into ``data/kv/b`` once went through and left the KV
+    store with a directory it does not know (``tuffdb check`` then failed)."""
+    data = tmp_path / "data"
+    make_data_dir(data)
+    for dest in (data / "kv" / "b", data / "b", data / "events" / ".." / "c", tmp_path):
+        r = tuffdb("backup", str(data), str(dest))
+        assert r.returncode == 1, (dest, r.stdout)
+        assert "overlaps the data directory" in r.stderr, r.stderr
+    assert sorted(p.name for p in data.iterdir()) == [
+        "documents", "documents.key", "ekodb_config.json", "events", "kv"]
+    r = tuffdb("check", str(data))
+    assert r.returncode == 0 and r.stdout.count(": ok") == 3, r.stdout + r.stderr

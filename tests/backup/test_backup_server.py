@@ -198,6 +198,11 @@ def test_a_server_with_a_secret_backs_up_only_for_its_token(tmp_path: Path) -> N
         assert refused.returncode == 1
         assert "401" in refused.stderr and "Bearer" in refused.stderr
         assert not (tmp_path / "no").exists()
+        inside = tuffdb("backup", "--server", url, str(data / "kv" / "bk"),
+                        env={**clean, "TUFFDB_REQUIREPASS": "pw"})
+        assert inside.returncode == 1 and "400" in inside.stderr
+        assert "overlaps the data directory" in inside.stderr
+        assert not (data / "kv" / "bk").exists()
         done = tuffdb("backup", "--server", url, str(tmp_path / "bk"),
                       env={**clean, "TUFFDB_REQUIREPASS": "pw"})
         assert done.returncode == 0, done.stderr

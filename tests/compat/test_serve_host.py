@@ -404,3 +404,16 @@ def test_health_says_starting_and_sigterm_interrupts_a_hanging_start(start: Any)
     assert server.events("startup interrupted")[0]["started"] == ["resp", "grpc"]
     assert [line["face"] for line in server.events("fake stopped")] == ["grpc", "resp"]
     assert server.events("ready") == []
+
+
+def test_an_archive_inside_the_data_directory_is_refused_at_start(
+        start: Any, tmp_path: Path) -> None:
+    """Its files would land among the stores it ships (backup/datadir.refuse_overlap)."""
+    server = start("--admin-port", str(free_port()), "--resp-port", str(free_port()),
+                   "--grpc-port", "0", "--http-port", "0",
+                   "--archive", str(tmp_path / "data" / "kv" / "archive"))
+    assert server.finish() == 1
+    (failed,) = server.events("startup failed")
+    assert "overlaps the data directory" in failed["error"]
+    assert not (tmp_path / "data" / "kv" / "archive").exists()
+    assert server.events("ready") == []

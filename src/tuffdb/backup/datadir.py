@@ -31,6 +31,23 @@ SECRET_FILES = (DOCUMENTS_KEY_FILE, "ekodb_admin_key")
 KEY_SIZE = 32
 
 
+def refuse_overlap(data_dir: Path, target: Any, what: str) -> None:
+    """A backup or archive ``target`` (an object store) that is a directory inside
+    ``data_dir``, or holds it, is refused: its files would land in the stores it copies
+    (a backup into ``data/kv/b`` left ``tuffdb check`` finding an unknown file in the KV
+    store) or be copied into themselves.
+
+    :raises ProgrammingError: naming both.
+    """
+    root = getattr(target, "root", None)
+    if root is None:  # not a directory (s3://...)
+        return
+    dest, data = Path(root).resolve(), Path(data_dir).resolve()
+    if dest == data or data in dest.parents or dest in data.parents:
+        raise ProgrammingError(f"{what} {dest} overlaps the data directory {data}: give a "
+                               "directory outside it (and not one that holds it)")
+
+
 @dataclass
 class Keys:
     """Encryption keys: ``configured`` (the server's key: every store, when set) and

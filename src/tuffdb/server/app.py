@@ -31,7 +31,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from tuffdb._version import __version__
-from tuffdb.errors import Error
+from tuffdb.errors import Error, ProgrammingError
 from tuffdb.log import configure, get_logger
 from tuffdb.server.admin import AdminServer
 from tuffdb.server.config import ServeConfig, cluster_secret, redacted
@@ -162,13 +162,18 @@ class Host:
             return 503, {"error": f"the server is {self.state}"}
         if self._backup_running:
             return 409, {"error": "a backup is already running"}
+        config = self.config
+        try:
+            target = open_target(dest)
+            datadir.refuse_overlap(config.data_dir, target, "the backup destination")
+        except ProgrammingError as exc:
+            return 400, {"error": str(exc)}
         self._backup_running = True
         try:
             sources = datadir.sources_of(self.stores())
-            config = self.config
             log.info("backup started", dest=dest)
             manifest = await asyncio.to_thread(
-                take_backup, sources, open_target(dest), config.data_dir / STAGING_DIR,
+                take_backup, sources, target, config.data_dir / STAGING_DIR,
                 extra=datadir.extra_files(config.data_dir), link=bool(req.get("link")),
                 max_bytes_per_s=rate * 1e6 if rate else None, pace=pace)
         except Error as exc:
@@ -191,6 +196,7 @@ class Host:
         assert config.archive is not None
         try:
             target = open_target(config.archive)
+            datadir.refuse_overlap(config.data_dir, target, "the archive")
         except (Error, ImportError) as exc:
             raise StartupError(f"archive {config.archive}: {exc}") from exc
         self.archiver = Archiver(
