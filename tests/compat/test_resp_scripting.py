@@ -374,12 +374,13 @@ def test_a_script_is_atomic_and_serves_blocked_clients_after_it(
                 c.close()
 
 
-def _busy_then_kill(port: int) -> list[bytes]:
+def _busy_then_kill(port: int,
+                    body: str = "local i = 0 while true do i = i + 1 end") -> list[bytes]:
     """A runaway script: others get -BUSY; SCRIPT KILL ends it."""
     admin, runner = RawClient(port), RawClient(port)
     try:
         admin.call("CONFIG", "SET", "busy-reply-threshold", "100")
-        runner.send("EVAL", "local i = 0 while true do i = i + 1 end", "0")
+        runner.send("EVAL", body, "0")
         deadline = time.monotonic() + WAIT_S
         while (busy := admin.call("PING")) == b"+PONG\r\n":
             assert time.monotonic() < deadline
@@ -390,6 +391,17 @@ def _busy_then_kill(port: int) -> list[bytes]:
     finally:
         admin.close()
         runner.close()
+
+
+def test_a_runaway_chunk_a_script_loaded_can_be_killed(servers: tuple[int, int]) -> None:
+    """The loop runs in a chunk the script loaded (loadstring), not in the script's own
+    code: SCRIPT KILL stops it all the same, as in Redis. Before, the kill hook looked
+    only at the script's own frames, and such a loop kept the server busy for good."""
+    body = "loadstring('local i = 0 while true do i = i + 1 end')()"
+    ours, theirs = _busy_then_kill(servers[0], body), _busy_then_kill(servers[1], body)
+    assert ours == theirs
+    assert ours[1] == b"+OK\r\n"
+    assert ours[2].startswith(b"-ERR Script killed by user with SCRIPT KILL")
 
 
 def test_a_runaway_script_gets_busy_replies_and_can_be_killed(servers: tuple[int, int]) -> None:

@@ -270,7 +270,9 @@ end
 local function hook()
   local info = getinfo(2, "S")
   local src = info and info.source
-  if (src == "@user_script" or src == "@user_function") and py_interrupt() then
+  -- any code but this sandbox's own: the script's, a library's, a chunk either loaded (a
+  -- loop in loadstring(...)() once ran on after SCRIPT KILL, the server busy for good)
+  if src ~= own_source and py_interrupt() then
     sethook(hook, "l")  -- keep failing on every line, even inside a pcall
     error("Script killed by user with SCRIPT KILL...", 0)
   end
@@ -358,7 +360,7 @@ end
 
 local function load_hook()
   local info = getinfo(2, "S")
-  if info and info.source == "@user_function" and py_load_expired() then
+  if info and info.source ~= own_source and py_load_expired() then
     sethook(load_hook, "l")  -- keep failing on every line of the library, even in a pcall
     error({err = "ERR FUNCTION LOAD timeout"}, 0)
   end
