@@ -168,6 +168,8 @@ class Host:
             datadir.refuse_overlap(config.data_dir, target, "the backup destination")
         except ProgrammingError as exc:
             return 400, {"error": str(exc)}
+        except (Error, ImportError) as exc:
+            return 500, {"error": str(exc)}
         self._backup_running = True
         try:
             sources = datadir.sources_of(self.stores())

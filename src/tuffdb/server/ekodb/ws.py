@@ -347,6 +347,8 @@ class WsSession:
                     sub.close()
                 self._end(exc, None)
                 return
+            except Error as exc:
+                code, reason = sse.ended_by(exc)
             if self.subs.get(c, (None,))[0] is sub and not self.transport.is_closing():
                 self.subs.pop(c, None)
                 sub.close()
