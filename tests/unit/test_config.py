@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import base64
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -46,7 +46,7 @@ def test_serve_config_has_exactly_the_contract_fields() -> None:
         "archive_base_interval", "archive_retention", "archive_lag_degraded", "local_bytes",
         "tier_cache_mb", "cluster", "etcd",
         "node_id", "advertise", "replication_port", "sync_replicas", "lease_ttl",
-        "confirm_timeout_ms", "replication_buffer_mb", "cluster_secret", "extra",
+        "confirm_timeout_ms", "replication_buffer_mb", "cluster_secret", "protected_mode", "extra",
     ]
     with pytest.raises(dataclasses.FrozenInstanceError):
         ServeConfig().host = "0.0.0.0"  # type: ignore[misc]
@@ -62,6 +62,7 @@ def test_defaults_apply_when_nothing_is_given(
     assert (config.grpc_port, config.http_port) == (50051, 8080)
     assert (config.durability, config.interval_ms, config.log_level) == ("interval", 200, "info")
     assert config.requirepass is None
+    assert config.protected_mode is True
     assert config.extra == {}
 
 
@@ -246,3 +247,25 @@ def test_cluster_options_need_etcd_and_a_node_id() -> None:
     with pytest.raises(ConfigError, match="both 9090"):
         load({"cluster": "c1", "etcd": "http://e", "node_id": "n", "replication_port": "9090"},
              env={})
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ({"flags": {"protected_mode": "no"}}, False), ({"env": {"TUFFDB_PROTECTED_MODE": "no"}}, False),
+    ({"toml": "protected_mode = false\n"}, False), ({"toml": 'protected_mode = "yes"\n'}, True),
+    ({}, True),
+])
+def test_protected_mode_comes_from_flags_env_and_toml(
+        tmp_path: Path, given: dict[str, Any], expected: bool) -> None:
+    """Protected mode (security/protected.py) is on unless turned off; TOML may say it
+    with a boolean."""
+    env = dict(given.get("env", {}))
+    if "toml" in given:
+        path = tmp_path / "tuffdb.toml"
+        path.write_text(given["toml"])
+        env["TUFFDB_CONFIG"] = str(path)
+    assert load(given.get("flags", {}), env=env).protected_mode is expected
+
+
+def test_protected_mode_refuses_other_words() -> None:
+    with pytest.raises(ConfigError, match="yes or no"):
+        load({"protected_mode": "maybe"}, env={})

@@ -23,6 +23,7 @@ from tuffdb._format.cluster import ACKED_SLOT_SPAN
 from tuffdb.cluster import wire
 from tuffdb.cluster.appliers import EventsApplier, KVApplier
 from tuffdb.cluster.follower import ReplicationClient
+from tuffdb.testing.addresses import other_host_address
 from tuffdb.cluster.leader import ReplicationServer
 from tuffdb.cluster.sequencer import FollowerState, Lease, Sequencer
 from tuffdb.cluster.state import AckedFile, NodeState, load, save
@@ -49,8 +50,8 @@ class Stores:
 
 
 def lead(stores: Stores, required: int, timeout_s: float = 2.0,
-         snapshot: object = None, secret: bytes | None = None
-         ) -> tuple[Sequencer, ReplicationServer]:
+         snapshot: object = None, secret: bytes | None = None, host: str = "127.0.0.1",
+         protected_mode: bool = True) -> tuple[Sequencer, ReplicationServer]:
     lease = Lease(ttl_s=3600, margin_s=1)
     lease.renewed(time.monotonic())
     seq = Sequencer(epoch=7, last_lsn=0, lease=lease, required=lambda: required,
@@ -60,9 +61,9 @@ def lead(stores: Stores, required: int, timeout_s: float = 2.0,
         store.round_tap = seq.tap(name)
         committer_of._committer.confirm = seq.confirm_later(name)
     stores.events.set_replication_hooks(seq.tap("events"), seq.confirm_later("events"))
-    server = ReplicationServer(host="127.0.0.1", port=0, cluster="c", node="n1", sequencer=seq,
+    server = ReplicationServer(host=host, port=0, cluster="c", node="n1", sequencer=seq,
                                history=lambda: [[7, 1]], snapshot=snapshot,  # type: ignore[arg-type]
-                               secret=secret)
+                               secret=secret, protected_mode=protected_mode)
     return seq, server
 
 
@@ -171,6 +172,38 @@ def test_a_leader_with_a_secret_admits_only_nodes_that_prove_it(tmp_path: Path) 
         server.close()
         seq.close()
         follower.close()
+        leader.close()
+
+
+def test_without_a_secret_protected_mode_admits_nodes_on_this_host_only(
+        tmp_path: Path) -> None:
+    """A leader with no cluster secret, listening on every address: a node connecting from
+    another host (an address of this one that is not loopback) is refused, with the
+    reason, before it is served anything; one on this host is served. With protected
+    mode off, the other host is served too. Before, anyone who could reach the port could
+    take a snapshot of every store."""
+    leader = Stores(tmp_path / "a")
+    hello = {"cluster": "c", "node": "n9", "lsn": 0, "epoch": 7, "history": []}
+    try:
+        with other_host_address() as outside:
+            for protected, from_outside in ((True, wire.Msg.REFUSE), (False, wire.Msg.WELCOME)):
+                seq, server = lead(leader, required=0, host="0.0.0.0",  # noqa: S104
+                                   protected_mode=protected)
+                try:
+                    for host, expected in ((outside, from_outside),
+                                           ("127.0.0.1", wire.Msg.WELCOME)):
+                        with admitted(socket.create_connection((host, server.port),
+                                                               timeout=WAIT_S)) as sock:
+                            wire.send(sock, wire.Msg.HELLO, hello)
+                            kind, header, _ = wire.recv(sock)
+                            assert kind == expected, (protected, host, header)
+                            if kind == wire.Msg.REFUSE:
+                                assert "protected mode" in header["reason"]
+                                assert hung_up(sock)
+                finally:
+                    server.close()
+                    seq.close()
+    finally:
         leader.close()
 
 

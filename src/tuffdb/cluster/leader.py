@@ -36,6 +36,7 @@ from tuffdb.cluster.sequencer import FollowerState, Sequencer
 from tuffdb.cluster.state import shared_prefix
 from tuffdb.cluster.wire import Msg
 from tuffdb.errors import ProtocolError
+from tuffdb.security.protected import OFF, is_local
 from tuffdb.log import get_logger
 
 log = get_logger("tuffdb.cluster")
@@ -67,9 +68,11 @@ class ReplicationServer:
                  sequencer: Sequencer, history: Callable[[], list[list[int]]],
                  snapshot: SnapshotSource | None,
                  forward: dict[str, ForwardHandler] | None = None,
-                 secret: bytes | None = None) -> None:
+                 secret: bytes | None = None, protected_mode: bool = True) -> None:
         self.forward = forward if forward is not None else {}
         self.secret = secret  # None: any connection is admitted (no secret configured)
+        # without a secret, nodes on this host only (security/protected.py)
+        self.local_only = protected_mode and secret is None
         self.cluster = cluster
         self.node = node
         self.seq = sequencer
@@ -152,6 +155,14 @@ class ReplicationServer:
         if kind != Msg.AUTH:
             raise ProtocolError(f"expected AUTH, got {kind.name}")
         conn.settimeout(None)
+        if self.local_only and not is_local(peer.rpartition(":")[0].strip("[]")):
+            log.warning("replication connection refused: protected mode (no cluster secret) "
+                        "admits nodes on this host only", peer=peer)
+            wire.send(conn, Msg.REFUSE, {"reason": (
+                "protected mode: with no cluster secret, the leader admits nodes on its own "
+                "host only; set the same --cluster-secret (or --requirepass, --api-key or "
+                f"encryption key) on every node, or turn protected mode off: {OFF}")})
+            return False
         if self.secret is None:
             return True
         given = header.get("proof")

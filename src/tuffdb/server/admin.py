@@ -32,6 +32,7 @@ import httptools
 from tuffdb._version import __version__
 from tuffdb.log import get_logger
 from tuffdb.metrics import REGISTRY
+from tuffdb.security.protected import OFF, is_local, peer_host
 
 MAX_HEAD_BYTES = 16 * 1024
 MAX_BODY_BYTES = 64 * 1024
@@ -39,7 +40,8 @@ MAX_CONNECTIONS = 64
 IDLE_TIMEOUT_S = 30.0
 READ_SIZE = 64 * 1024
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+            404: "Not Found",
             405: "Method Not Allowed",
             409: "Conflict", 413: "Content Too Large", 431: "Request Header Fields Too Large",
             500: "Internal Server Error", 503: "Service Unavailable"}
@@ -135,7 +137,8 @@ class AdminServer:
     """Serves /health and /metrics until :meth:`stop`."""
 
     def __init__(self, host: str, port: int, health: HealthFn, faces: FacesFn,
-                 backup: BackupFn | None = None, tokens: list[str] | None = None) -> None:
+                 backup: BackupFn | None = None, tokens: list[str] | None = None,
+                 protected_mode: bool = True) -> None:
         self.host = host
         self.port = port
         self._health = health
@@ -143,6 +146,8 @@ class AdminServer:
         self._backup = backup
         # Bearer tokens POST /backup accepts (the operator secrets); none: no check.
         self._tokens = [t.encode() for t in tokens or () if t]
+        # without tokens, POST /backup from this host only (security/protected.py)
+        self._local_only = protected_mode and not self._tokens
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
@@ -196,7 +201,14 @@ class AdminServer:
         # Every token is compared (no early exit), each in constant time.
         return sum(hmac.compare_digest(given, t) for t in self._tokens) > 0
 
-    async def _run_backup(self, payload: bytes, authorization: bytes) -> tuple[int, str, bytes]:
+    async def _run_backup(self, payload: bytes, authorization: bytes,
+                          local: bool = True) -> tuple[int, str, bytes]:
+        if self._local_only and not local:
+            return 403, "application/json", json.dumps({
+                "error": "tuffdb is running in protected mode: with neither --api-key nor "
+                         "--requirepass set, POST /backup is taken from this host only; set "
+                         f"one (then send it as a Bearer token), or turn protected mode off: "
+                         f"{OFF}"}).encode() + b"\n"
         if not self._authorized(authorization):
             return 401, "application/json", json.dumps({
                 "error": "POST /backup needs Authorization: Bearer <the server's --api-key "
@@ -233,6 +245,7 @@ class AdminServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         req = _Request()
         pending = 0  # bytes of the request not yet completed
+        local = is_local(peer_host(writer.get_extra_info("peername")))
         while True:
             data = await asyncio.wait_for(reader.read(READ_SIZE), IDLE_TIMEOUT_S)
             if not data:
@@ -247,7 +260,8 @@ class AdminServer:
                 if method == b"\0bad":
                     status, ctype, body = 400, "text/plain", b"malformed HTTP request\n"
                 elif method == b"POST" and url.split(b"?")[0] == b"/backup":
-                    status, ctype, body = await self._run_backup(payload, authorization)
+                    status, ctype, body = await self._run_backup(payload, authorization,
+                                                                 local)
                 else:
                     status, ctype, body = self.respond(method, url)
                 keep_alive = client_keep_alive and status not in (400, 413)

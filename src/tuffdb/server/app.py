@@ -262,7 +262,8 @@ class Host:
         if config.admin_port:
             admin = AdminServer(config.host, config.admin_port, self.health, self.face_states,
                                 self.backup, tokens=[t for t in (config.api_key,
-                                                                 config.requirepass) if t])
+                                                                 config.requirepass) if t],
+                                protected_mode=config.protected_mode)
             try:
                 await admin.start()
             except OSError as exc:
@@ -316,7 +317,11 @@ class Host:
         config = self.config
         try:
             secret = cluster_secret(config)
-            if secret is None:
+            if secret is None and config.protected_mode:
+                log.warning("no cluster secret: in protected mode the replication port "
+                            "admits nodes on this host only (set --cluster-secret on every "
+                            "node)", port=config.replication_port)
+            elif secret is None:
                 log.warning("the replication port admits any connection: this node has no "
                             "secret to prove (set --cluster-secret on every node)",
                             port=config.replication_port)

@@ -86,7 +86,17 @@ class ServeConfig:
     confirm_timeout_ms: int = 2000
     replication_buffer_mb: int = 256
     cluster_secret: str | None = None
+    protected_mode: bool = True
     extra: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
+
+
+def _yes_no(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("yes", "true", "on", "1"):
+        return True
+    if value in ("no", "false", "off", "0"):
+        return False
+    raise ValueError("must be yes or no")
 
 
 def _port(text: str) -> int:
@@ -149,7 +159,7 @@ _METAVARS = {"archive": "URL", "local_bytes": "SIZE", "durability": "MODE",
              "requirepass": "PASSWORD", "maxclients": "N",
              "log_level": "LEVEL", "api_key": "KEY", "data_dir": "DIR", "cluster": "NAME",
              "etcd": "URLS", "node_id": "ID", "advertise": "HOST", "sync_replicas": "N",
-             "lease_ttl": "SECONDS", "cluster_secret": "SECRET"}
+             "lease_ttl": "SECONDS", "cluster_secret": "SECRET", "protected_mode": "yes|no"}
 _OPTIONS: dict[str, tuple[Callable[[str], Any], str]] = {
     "data_dir": (Path, "data directory; each face keeps its store in a subdirectory"),
     "host": (str, "address every listener binds to"),
@@ -191,6 +201,11 @@ _OPTIONS: dict[str, tuple[Callable[[str], Any], str]] = {
     "cluster_secret": (str, "secret every node of the cluster knows: the leader's replication "
                             "port admits only nodes that prove it (default: derived from the "
                             "encryption key, requirepass and api-key, when any is set)"),
+    "protected_mode": (_yes_no, "yes: a face with no secret set (RESP without requirepass, "
+                                "gRPC without api-key, POST /backup without either, the "
+                                "replication port without a cluster secret) accepts clients "
+                                "from this host only, as Redis's protected mode; no: from "
+                                "anywhere"),
 }
 _SECRETS = frozenset({"requirepass", "api_key", "cluster_secret"})
 _DEFAULTS = ServeConfig()
@@ -202,7 +217,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"TOML file with defaults for these options (env {ENV_PREFIX}CONFIG)")
     for name, (_, help_) in _OPTIONS.items():
         default = getattr(_DEFAULTS, name)
-        shown = "" if default is None else f"; default {default}"
+        shown = ("" if default is None else
+                 f"; default {('yes' if default else 'no') if isinstance(default, bool) else default}")
         metavar = _METAVARS.get(name, name.split("_")[-1].upper())
         parser.add_argument(
             "--" + name.replace("_", "-"), dest=name, metavar=metavar,
@@ -212,6 +228,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _coerce(name: str, value: object, source: str) -> Any:
     parse = _OPTIONS[name][0]
+    if isinstance(value, bool) and parse is _yes_no:  # (TOML: protected_mode = false)
+        return value
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ConfigError(f"{source}: must be a string or integer, not {value!r}")
     try:

@@ -33,6 +33,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from tuffdb import errors
+from tuffdb.security.protected import OFF, is_local
 from tuffdb.server.resp import reply
 from tuffdb.server.resp.blocking import Parked
 from tuffdb.server.resp.gather import BatchFormBug, run_batch_form
@@ -63,6 +64,14 @@ BUSY_FUNCTION = reply.error("BUSY Redis is busy running a script. You can only c
                             "KILL or SHUTDOWN NOSAVE.")
 REPLY_ON, REPLY_OFF, REPLY_SKIP, REPLY_SKIP_SET = 0, 1, 2, 3  # Conn.reply_mode
 ALLOWED_BUSY = frozenset((b"multi", b"exec", b"discard", b"quit"))
+# A client from another host while no password is set (security/protected.py): Redis's
+# words, then how tuffdb lets it in.
+DENIED = ("DENIED Redis is running in protected mode because protected mode is enabled and "
+          "no password is set for the default user. In this mode connections are only "
+          "accepted from the loopback interface. To connect from other hosts, set a password "
+          "(tuffdb serve --requirepass, or CONFIG SET requirepass from the loopback "
+          f"interface), or turn protected mode off: {OFF} (or CONFIG SET protected-mode no "
+          "from the loopback interface).")
 
 
 class Conn(asyncio.Protocol):
@@ -128,6 +137,12 @@ class Conn(asyncio.Protocol):
         if len(srv.clients) >= srv.maxclients:
             srv.stats["rejected"] += 1
             t.write(reply.error("ERR max number of clients reached"))
+            self.closing = True
+            t.close()
+            return
+        if srv.protected_mode and srv.requirepass is None and not is_local(peer[0]):
+            srv.stats["rejected"] += 1
+            t.write(reply.error(DENIED))
             self.closing = True
             t.close()
             return

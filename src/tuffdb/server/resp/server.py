@@ -107,6 +107,8 @@ class RespServer:
             self.node.attach(Attached("kv", self.store, KVApplier(self.store, self.store)))
         self.always = durability == "always"
         self.requirepass: str | None = getattr(config, "requirepass", None) or None
+        # without requirepass, clients from this host only (security/protected.py)
+        self.protected_mode: bool = bool(getattr(config, "protected_mode", True))
         self.maxclients = int(resp_extra.get("maxclients", getattr(config, "maxclients", 10000)))
         self.max_bulk_len = int(resp_extra.get("proto-max-bulk-len", 512 * 1024 * 1024))
         self.timeout = int(resp_extra.get("timeout", 0))

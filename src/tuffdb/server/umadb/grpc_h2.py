@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterator
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, cast
 
+from tuffdb.security.protected import is_local, peer_host
 from tuffdb.server.umadb import hpack_codec
 
 if TYPE_CHECKING:
@@ -396,10 +397,12 @@ class H2Connection(asyncio.Protocol):
         self._need = len(PREFACE)
         self._cont: tuple[int, int, list[bytes]] | None = None
         self._wbuf: list[bytes] | None = None
+        self.local = True  # the peer is on this host (security/protected.py)
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.local = is_local(peer_host(transport.get_extra_info("peername")))
         transport.set_write_buffer_limits(WRITE_HIGH_WATER)  # type: ignore[attr-defined]
         self.server.connections.add(self)
         self.write(

@@ -58,6 +58,7 @@ class UmaDBFace:
         tls_cert: Path | None = None,
         tls_key: Path | None = None,
         store_options: dict[str, Any] | None = None,
+        protected_mode: bool = True,
     ) -> None:
         self.store = EventStore.open(data_dir, **(store_options or {}))
         self.node = cluster_node()
@@ -70,6 +71,7 @@ class UmaDBFace:
         self.host = host
         self.port = port
         self.api_key = api_key
+        self.protected_mode = protected_mode
         self.tls = (tls_cert, tls_key) if tls_cert and tls_key else None
         self.bound_port: int | None = None
         self._server: GrpcServer | None = None
@@ -88,7 +90,8 @@ class UmaDBFace:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._svc = DCBService(self.store, loop, self.api_key, node=self.node)
+        self._svc = DCBService(self.store, loop, self.api_key, node=self.node,
+                               protected_mode=self.protected_mode)
         self._health = HealthService(loop)
         # The writer thread runs under SCHED_BATCH: woken by a queued append, it does not
         # preempt the loop thread while that still holds the GIL (tuning.py).
@@ -141,6 +144,7 @@ def create(config: Any) -> UmaDBFace:
         tls_cert=config.tls_cert,
         tls_key=config.tls_key,
         store_options=store_options,
+        protected_mode=getattr(config, "protected_mode", True),
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from tuffdb.errors import AuthError, CorruptionError, ProgrammingError
+from tuffdb.security.protected import OFF
 from tuffdb.events.store import EventStore
 from tuffdb.events.subscription import next_positions
 from tuffdb.events.writer import Settled
@@ -41,6 +42,11 @@ from tuffdb.server.umadb import wire
 # whichever comes first (DCBService._commit_pass).
 ROUNDS_IN_FLIGHT = 1
 LINGER_S = 0.005
+
+# A client from another host while no API key is set (security/protected.py).
+PROTECTED = ("tuffdb is running in protected mode: with no API key set, the gRPC face "
+             "accepts clients from this host only; set one (tuffdb serve --api-key, clients "
+             f"then send it), or turn protected mode off: {OFF}")
 
 SERVICE = "umadb.v1.DCB"
 LEGACY_SERVICE = "umadb.UmaDBService"
@@ -82,7 +88,7 @@ class DCBService:
 
     def __init__(
         self, store: EventStore, loop: asyncio.AbstractEventLoop, api_key: str | None = None,
-        node: Any = None,
+        node: Any = None, protected_mode: bool = True,
     ) -> None:
         self.store = store
         self.loop = loop
@@ -90,6 +96,8 @@ class DCBService:
         # leader; a leader commits them on the writer thread, which waits for followers.
         self.node = node
         self._bearer = f"Bearer {api_key}".encode() if api_key else None
+        # without an API key, clients from this host only (security/protected.py)
+        self._local_only = protected_mode and api_key is None
         self._stopping = False
         self._pass: list[tuple[Call, Future[int] | Settled]] = []
         self._commit_soon = False  # _commit_pass is scheduled
@@ -105,6 +113,8 @@ class DCBService:
         self.parked.wake()
 
     def _auth(self, call: Call) -> None:
+        if self._local_only and not call.conn.local:
+            raise AuthError(PROTECTED)
         # Compared in constant time: a byte-by-byte != would let a caller time its way
         # through the key.
         if self._bearer is not None and not hmac.compare_digest(

@@ -195,6 +195,7 @@ def _config_values(srv: RespServer) -> dict[str, str]:
         "appendonly": "yes",
         "maxclients": str(srv.maxclients),
         "requirepass": srv.requirepass or "",
+        "protected-mode": "yes" if srv.protected_mode else "no",
         "proto-max-bulk-len": str(srv.max_bulk_len),
         "timeout": str(srv.timeout),
         "client-output-buffer-limit": srv.output_limits,
@@ -223,6 +224,10 @@ def _config_set(srv: RespServer, name: str, value: str) -> None:  # noqa: C901  
         srv.maxclients = max(int(value), 1)
     elif name == "requirepass":
         srv.requirepass = value or None
+    elif name == "protected-mode":
+        if value.lower() not in ("yes", "no"):
+            raise ValueError("argument must be 'yes' or 'no'")
+        srv.protected_mode = value.lower() == "yes"
     elif name == "proto-max-bulk-len":
         n = int(value)
         if n < 1024 * 1024:
