@@ -143,3 +143,37 @@ def test_a_backup_into_the_data_directory_is_refused(tmp_path: Path) -> None:
         "documents", "documents.key", "ekodb_config.json", "events", "kv"]
     r = tuffdb("check", str(data))
     assert r.returncode == 0 and r.stdout.count(": ok") == 3, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("where", ["file", "store", "extra", "absolute", "dot"])
+def test_a_manifest_naming_files_outside_the_data_directory_is_refused(
+        tmp_path: Path, where: str) -> None:
+    """A backup is restored from storage someone else may control (a bucket). A manifest
+    whose names leave the data directory (``..``, an absolute path) is refused as damaged
+    before anything is fetched, and nothing appears outside the new data directory.
+    Before, the restore wrote such a file wherever the name pointed, and said it
+    succeeded."""
+    data, bk = tmp_path / "data", tmp_path / "bk"
+    make_data_dir(data)
+    assert tuffdb("backup", str(data), str(bk)).returncode == 0
+    manifest = json.loads((bk / "manifest.json").read_text())
+    victim = tmp_path / "outside"
+    escape = "../" * 8 + str(victim).lstrip("/")
+    kv = manifest["stores"]["kv"]
+    if where == "file":
+        kv["files"][0]["name"] = escape
+    elif where == "store":
+        manifest["stores"]["../../../" + "x" * 3] = manifest["stores"].pop("kv")
+    elif where == "extra":
+        manifest["extra"][0]["name"] = escape
+    elif where == "absolute":
+        kv["files"][0]["name"] = str(victim)
+    else:
+        kv["files"][0]["name"] = "./" + kv["files"][0]["name"]
+    (bk / "manifest.json").write_text(json.dumps(manifest))
+    r = tuffdb("restore", str(bk), str(tmp_path / "r"), "--documents-key-file",
+               str(data / "documents.key"))
+    assert r.returncode == 1, r.stdout
+    assert "manifest.json" in r.stderr and "outside" in r.stderr, r.stderr
+    assert not victim.exists() and not (tmp_path / "xxx").exists()
+    assert not (tmp_path / "r").exists()

@@ -16,6 +16,7 @@ import pytest
 
 from tuffdb import KVStore
 from tuffdb.events.api import Event
+from tuffdb.errors import CorruptionError
 from tuffdb.events.store import EventStore
 from tuffdb.storage.shipping import Change, Feed, FeedLost, Mirror, new_bytes
 
@@ -249,3 +250,25 @@ def test_event_snapshot_is_between_drains_under_concurrent_appends(tmp_path: Pat
         head = copy.head() or 0
         assert before <= head <= after + 1
         assert [e.event.data for e in copy.read()] == [f"{i}".encode() for i in range(head)]
+
+
+@pytest.mark.parametrize("kind", ["round", "added", "removed"])
+@pytest.mark.parametrize("name", ["../victim", "a/../../victim", "/abs/victim", "", "./x"])
+def test_a_change_naming_a_file_outside_the_mirror_is_refused(
+        tmp_path: Path, kind: str, name: str) -> None:
+    """An archive's changes are replayed through a Mirror at restore, and an archive may
+    be stored where someone else can change it: a change that names a file outside the
+    directory (to append to, put in place or delete) is refused as damaged, and nothing
+    outside is touched. Before, a "removed" change for ``../victim`` deleted it."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep me")
+    pinned = tmp_path / "pinned"
+    pinned.write_bytes(b"new")
+    mirror = Mirror(tmp_path / "mirror")
+    parts = ((name, 0, 3, b"abc"),) if kind == "round" else ()
+    change = Change(1, 0, kind, parts, name if kind != "round" else "",
+                    pinned if kind == "added" else None)
+    with pytest.raises(CorruptionError, match="outside"):
+        mirror.apply(change)
+    assert victim.read_bytes() == b"keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mirror", "pinned", "victim"]

@@ -13,6 +13,7 @@ from typing import Any
 
 from tuffdb._version import __version__
 from tuffdb.errors import CorruptionError, VersionMismatchError
+from tuffdb.storage.files import check_inside
 
 FORMAT = "tuffdb-backup"
 FORMAT_VERSION = 2
@@ -88,7 +89,8 @@ def decode(data: bytes, where: str) -> Manifest:
     check_format(doc, where, FORMAT, FORMAT_VERSION)
     try:
         stores = {
-            name: StoreEntry(**{**s, "files": [_entry(f, where) for f in s["files"]]})
+            check_inside(name, where, single=True):
+                StoreEntry(**{**s, "files": [_entry(f, where) for f in s["files"]]})
             for name, s in doc["stores"].items()
         }
         extra = [_entry(f, where) for f in doc.get("extra", [])]
@@ -100,6 +102,7 @@ def decode(data: bytes, where: str) -> Manifest:
 
 def _entry(doc: dict[str, Any], where: str) -> FileEntry:
     entry = FileEntry(**doc)  # version 1 entries have no check: "crc32c"
+    check_inside(entry.name, where)  # (restore writes it under the store's directory)
     if entry.check not in (CHECK_CRC32C, CHECK_FRAMES):
         raise CorruptionError(f"{where}: {entry.name} has an unknown check {entry.check!r}",
                               path=where)

@@ -15,8 +15,25 @@ from pathlib import Path
 
 from tuffdb import metrics
 from tuffdb._failpoints import failpoint
+from tuffdb.errors import CorruptionError
 
 ID_DIGITS = 20
+
+
+def check_inside(name: object, where: str, *, single: bool = False) -> str:
+    """``name`` if it names a file (or, ``single``, a directory entry) inside a directory:
+    a relative POSIX path of plain parts, none of them empty, ``.`` or ``..``. Names come
+    from backups and archives, which may be stored where someone else can change them: a
+    name that leaves the directory would have a restore write or delete files anywhere.
+
+    :raises CorruptionError: naming ``where``.
+    """
+    parts = name.split("/") if isinstance(name, str) else []
+    if (not parts or any(p in ("", ".", "..") or "\0" in p for p in parts)
+            or (single and len(parts) > 1)):
+        raise CorruptionError(f"{where} names {name!r}, outside the directory it belongs in",
+                              path=where)
+    return str(name)
 
 
 def segment_name(seg_id: int, suffix: str) -> str:

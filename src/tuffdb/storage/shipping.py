@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from tuffdb.errors import CorruptionError, OperationalError
 from tuffdb.storage.copy import copy_to_path
+from tuffdb.storage.files import check_inside
 from tuffdb.storage.objstore import shared_target
 
 if TYPE_CHECKING:
@@ -430,7 +431,9 @@ class Mirror:
         self.version = 0
 
     def _target(self, name: str) -> Path:
-        path = self.directory / name
+        """Where file ``name`` of the store goes (CorruptionError when the name would
+        leave the directory: a feed may come from an archive someone else can change)."""
+        path = self.directory / check_inside(name, f"a change for {self.directory}")
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
 
@@ -469,5 +472,5 @@ class Mirror:
             self.held.pop(change.name, None)
         else:
             with contextlib.suppress(FileNotFoundError):
-                (self.directory / change.name).unlink()
+                self._target(change.name).unlink()
             self.held.pop(change.name, None)
