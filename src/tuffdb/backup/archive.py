@@ -37,6 +37,7 @@ from tuffdb.backup.take import upload_snapshot
 from tuffdb.errors import CorruptionError, Error, OperationalError
 from tuffdb.log import get_logger
 from tuffdb.storage.copy import file_crc
+from tuffdb.storage.files import check_inside
 from tuffdb.storage.objstore import (
     ObjectMissing,
     ObjectStore,
@@ -91,8 +92,57 @@ def decode_chunk(blob: bytes, where: str) -> tuple[list[dict[str, Any]], memoryv
     if _U32.unpack_from(blob, len(blob) - 4)[0] != crc32c(blob[:-4]):
         raise CorruptionError(f"{where} is damaged (checksum mismatch)", path=where)
     n = _U32.unpack_from(blob, 8)[0]
-    doc = json.loads(blob[12 : 12 + n])
-    return doc["changes"], memoryview(blob)[12 + n : -4]
+    data = memoryview(blob)[12 + n : -4]
+    try:
+        changes = json.loads(blob[12 : 12 + n])["changes"]
+        if not isinstance(changes, list):
+            raise TypeError("changes is not a list")
+        total = sum(_check_change(c, where) for c in changes)
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise CorruptionError(f"{where} is damaged: {exc!r}", path=where) from None
+    if total != len(data) or 12 + n > len(blob) - 4:
+        raise CorruptionError(f"{where} is damaged: its changes count {total} bytes of data, "
+                              f"it holds {len(data)}", path=where)
+    return changes, data
+
+
+_INT = int  # (bool is an int too: refused below)
+
+
+def _int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, _INT) or value < 0:
+        raise TypeError(f"{what} is {value!r}, not a count")
+    return value
+
+
+def _check_change(c: Any, where: str) -> int:
+    """A chunk's change is well formed (the fields restore reads, of the right types, file
+    names inside the store: storage.files.check_inside); returns its data bytes. A chunk
+    passes its checksum whoever wrote it, so restore relies on this, not on the writer."""
+    if not isinstance(c, dict):
+        raise TypeError(f"a change is {type(c).__name__}, not an object")
+    _int(c["v"], "v")
+    _int(c["t"], "t")
+    kind, name = c["kind"], c.get("name", "")
+    if kind not in ("round", "added", "removed") or not isinstance(name, str):
+        raise TypeError(f"change {c['v']} has kind {kind!r}, name {name!r}")
+    if kind != "round":
+        check_inside(name, where)
+    if kind == "added":
+        _int(c["size"], "size")
+        _int(c["crc32c"], "crc32c")
+        if not isinstance(c["object"], str):
+            raise TypeError(f"change {c['v']}'s object is {c['object']!r}")
+    total = 0
+    for part in c.get("parts", []) if kind == "round" else ():
+        if not isinstance(part, list) or len(part) != 4:
+            raise TypeError(f"change {c['v']} has a part {part!r}")
+        check_inside(part[0], where)
+        start, end, length = (_int(x, "a part's offset") for x in part[1:])
+        if end - start != length:
+            raise TypeError(f"change {c['v']}'s part {part!r} does not add up")
+        total += length
+    return total
 
 
 # -- the head --------------------------------------------------------------------------------
@@ -119,8 +169,25 @@ class Head:
         except (ValueError, UnicodeDecodeError) as exc:
             raise CorruptionError(f"{where} is damaged: {exc}", path=where) from None
         check_format(doc, where, FORMAT, FORMAT_VERSION)
-        return cls(doc["epoch"], doc["writer"], doc["updated_ns"], doc["retention_s"],
-                   doc["bases"], doc["lines"])
+        try:
+            bases, lines = doc["bases"], doc["lines"]
+            if not isinstance(bases, list) or not isinstance(lines, dict):
+                raise TypeError("bases must be a list and lines an object")
+            head = cls(_int(doc["epoch"], "epoch"), str(doc["writer"]),
+                       _int(doc["updated_ns"], "updated_ns"), float(doc["retention_s"]),
+                       bases, lines)
+            for b in head.bases:
+                if not isinstance(b["object"], str):
+                    raise TypeError(f"a base's object is {b['object']!r}")
+                _int(b["time_ns"], "a base's time_ns")
+            for key, info in head.lines.items():
+                store, _, line = key.partition("/")
+                check_inside(store, where, single=True)
+                check_inside(line, where, single=True)
+                _int(info["through"], f"line {key}'s through")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptionError(f"{where} is damaged: {exc!r}", path=where) from None
+        return head
 
 
 def read_head(target: ObjectStore) -> tuple[Head, str] | None:
