@@ -71,3 +71,28 @@ def test_a_well_formed_head_decodes() -> None:
 def test_malformed_heads_are_refused_as_damaged(fields: dict[str, Any]) -> None:
     with pytest.raises(CorruptionError, match="tuffdb-archive.json"):
         Head.decode(head(**fields), "tuffdb-archive.json")
+
+
+def manifest(**store: Any) -> bytes:
+    from tuffdb.backup.manifest import FileEntry, Manifest, StoreEntry  # noqa: PLC0415
+
+    files = [FileEntry("00000001.dat", 10, 7, "file", "data/kv/00000001.dat")]
+    doc = json.loads(Manifest("backup", 1, 2, {"kv": StoreEntry("kv", 0, 3, 4, {}, files)})
+                     .encode())
+    doc["stores"]["kv"].update(store)
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize("store", [
+    {"kind": "sql"}, {"version": "3"}, {"positions": {"../x.log": 5}},
+    {"positions": {"a.log": -1}}, {"positions": []},
+    {"files": [{"name": "a", "size": "10", "crc32c": 7, "kind": "file", "object": "o"}]},
+    {"files": [{"name": "a", "size": 10, "crc32c": 7, "kind": "pipe", "object": "o"}]},
+    {"files": [{"name": "a", "size": 10, "crc32c": 7, "kind": "file", "object": 5}]},
+])
+def test_malformed_manifests_are_refused_as_damaged(store: dict[str, Any]) -> None:
+    from tuffdb.backup.manifest import decode  # noqa: PLC0415
+
+    decode(manifest(), "manifest.json")  # (the unchanged one is fine)
+    with pytest.raises(CorruptionError, match="manifest.json"):
+        decode(manifest(**store), "manifest.json")

@@ -90,7 +90,8 @@ def decode(data: bytes, where: str) -> Manifest:
     try:
         stores = {
             check_inside(name, where, single=True):
-                StoreEntry(**{**s, "files": [_entry(f, where) for f in s["files"]]})
+                _store(StoreEntry(**{**s, "files": [_entry(f, where) for f in s["files"]]}),
+                       where)
             for name, s in doc["stores"].items()
         }
         extra = [_entry(f, where) for f in doc.get("extra", [])]
@@ -100,9 +101,29 @@ def decode(data: bytes, where: str) -> Manifest:
         raise CorruptionError(f"{where} is damaged: {exc!r}", path=where) from None
 
 
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _store(entry: StoreEntry, where: str) -> StoreEntry:
+    """The fields restore reads, of the right types (TypeError otherwise)."""
+    if (entry.kind not in ("kv", "events") or not all(map(_count, (
+            entry.key_id, entry.version, entry.time_ns))) or not isinstance(entry.line, str)
+            or not isinstance(entry.positions, dict)
+            or not all(map(_count, entry.positions.values()))):
+        raise TypeError(f"a store entry of kind {entry.kind!r} has fields of the wrong type")
+    for name in entry.positions:
+        check_inside(name, where)
+    return entry
+
+
 def _entry(doc: dict[str, Any], where: str) -> FileEntry:
     entry = FileEntry(**doc)  # version 1 entries have no check: "crc32c"
     check_inside(entry.name, where)  # (restore writes it under the store's directory)
+    if (entry.kind not in ("file", "log") or not isinstance(entry.object, str)
+            or not all(map(_count, (entry.size, entry.crc32c, entry.trailer)))):
+        raise CorruptionError(f"{where}: {entry.name} has fields of the wrong type",
+                              path=where)
     if entry.check not in (CHECK_CRC32C, CHECK_FRAMES):
         raise CorruptionError(f"{where}: {entry.name} has an unknown check {entry.check!r}",
                               path=where)
