@@ -22,7 +22,7 @@ from tuffdb import Database, Event, EventStore, KVStore
 from tuffdb._format.cluster import ACKED_SLOT_SPAN
 from tuffdb.cluster import wire
 from tuffdb.cluster.appliers import EventsApplier, KVApplier
-from tuffdb.cluster.follower import ReplicationClient
+from tuffdb.cluster.follower import RefusedError, ReplicationClient, connect
 from tuffdb.testing.addresses import other_host_address
 from tuffdb.cluster.leader import ReplicationServer
 from tuffdb.cluster.sequencer import FollowerState, Lease, Sequencer
@@ -147,12 +147,13 @@ def test_a_leader_with_a_secret_admits_only_nodes_that_prove_it(tmp_path: Path) 
         for proof_of in (b"w" * 32, None):
             for opener, fields in ((wire.Msg.HELLO, hello),
                                    (wire.Msg.FORWARD, {"kind": "kv.put"})):
-                with admitted(socket.create_connection(("127.0.0.1", server.port),
-                                                       timeout=WAIT_S), proof_of) as sock:
-                    wire.send(sock, opener, fields, b"payload")
-                    kind, header, _ = wire.recv(sock)
+                with socket.create_connection(("127.0.0.1", server.port),
+                                              timeout=WAIT_S) as sock:
+                    kind, header = authenticate(sock, proof_of)
                     assert kind == wire.Msg.REFUSE
                     assert "authentication failed" in header["reason"]
+                    with contextlib.suppress(OSError):  # (it may have hung up already)
+                        wire.send(sock, opener, fields, b"payload")
                     assert hung_up(sock)
         # Skipping the challenge: the HELLO is not an AUTH, and the link is closed.
         with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as sock:
@@ -192,10 +193,12 @@ def test_without_a_secret_protected_mode_admits_nodes_on_this_host_only(
                 try:
                     for host, expected in ((outside, from_outside),
                                            ("127.0.0.1", wire.Msg.WELCOME)):
-                        with admitted(socket.create_connection((host, server.port),
-                                                               timeout=WAIT_S)) as sock:
-                            wire.send(sock, wire.Msg.HELLO, hello)
-                            kind, header, _ = wire.recv(sock)
+                        with socket.create_connection((host, server.port),
+                                                      timeout=WAIT_S) as sock:
+                            kind, header = authenticate(sock)
+                            if kind == wire.Msg.PROVEN:
+                                wire.send(sock, wire.Msg.HELLO, hello)
+                                kind, header, _ = wire.recv(sock)
                             assert kind == expected, (protected, host, header)
                             if kind == wire.Msg.REFUSE:
                                 assert "protected mode" in header["reason"]
@@ -205,6 +208,47 @@ def test_without_a_secret_protected_mode_admits_nodes_on_this_host_only(
                     seq.close()
     finally:
         leader.close()
+
+
+@pytest.mark.parametrize("leader_proof", [None, b"x" * 32, "played back"])
+def test_a_node_that_cannot_prove_the_secret_is_followed_by_nobody(
+        leader_proof: object) -> None:
+    """A follower with a cluster secret follows only a leader that proves it back (a node
+    that took the leader key in etcd, or a man in the middle, without the secret): one
+    that answers no proof, a wrong one, or the follower's own proof played back gets
+    nothing more from it (no HELLO, so no position and no forwarded write): the connection
+    fails with RefusedError before a session or a forward could use it. Before, a follower
+    proved itself and then followed whoever answered."""
+    secret = b"s" * 32
+    listener = socket.create_server(("127.0.0.1", 0))
+    after_proof: list[object] = []
+
+    def impostor() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            wire.send(conn, wire.Msg.CHALLENGE, {"nonce": b"n" * 16})
+            _, auth, _ = wire.recv(conn)
+            proof = auth["proof"] if leader_proof == "played back" else (leader_proof or b"")
+            wire.send(conn, wire.Msg.PROVEN, {"proof": proof})
+            conn.settimeout(WAIT_S)
+            try:
+                after_proof.append(conn.recv(1))  # b"": the follower hung up
+            except OSError as exc:
+                after_proof.append(exc)
+            with contextlib.suppress(OSError):
+                wire.send(conn, wire.Msg.WELCOME, {"epoch": 7, "leader": "evil", "lsn": 3,
+                                                   "mode": "stream", "history": [[7, 1]],
+                                                   "truncate_to": 0})
+
+    thread = threading.Thread(target=impostor, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(RefusedError, match="could not prove the cluster secret"):
+            connect(f"127.0.0.1:{listener.getsockname()[1]}", "c", secret)
+        thread.join(WAIT_S)
+        assert after_proof == [b""] or isinstance(after_proof[0], ConnectionResetError)
+    finally:
+        listener.close()
 
 
 def hung_up(sock: socket.socket) -> bool:
@@ -529,6 +573,7 @@ def scripted_leader(listener: socket.socket, burst: bytes, hellos: list[dict],
             with conn:
                 wire.send(conn, wire.Msg.CHALLENGE, {"nonce": b"n" * 16})
                 assert wire.recv(conn)[0] == wire.Msg.AUTH
+                wire.send(conn, wire.Msg.PROVEN, {"proof": b""})  # (no secret: none)
                 _, hello, _ = wire.recv(conn)
                 hellos.append(hello)
                 if answer == "refuse":
@@ -680,13 +725,23 @@ def test_a_state_file_without_open_epoch_loads_sure(tmp_path: Path) -> None:
     assert (state.lsn, state.open_epoch, state.unsure) == (4, 0, 0)
 
 
-def admitted(sock: socket.socket, secret: bytes | None = None) -> socket.socket:
-    """Past the leader's challenge, as a follower's ``connect`` gets (the proof of
-    ``secret``, or none)."""
+def authenticate(sock: socket.socket, secret: bytes | None = None,
+                 nonce: bytes = b"f" * 16) -> tuple[wire.Msg, dict]:
+    """Answer the leader's challenge as a follower's ``connect`` does (the proof of
+    ``secret``, or none; our ``nonce``); returns the leader's answer: PROVEN or REFUSE."""
     kind, header, _ = wire.recv(sock)
     assert kind == wire.Msg.CHALLENGE, header
     wire.send(sock, wire.Msg.AUTH, {"proof": b"" if secret is None
-                                    else wire.proof(secret, "c", header["nonce"])})
+                                    else wire.proof(secret, "c", header["nonce"]),
+                                    "nonce": nonce})
+    kind, header, _ = wire.recv(sock)
+    return kind, header
+
+
+def admitted(sock: socket.socket, secret: bytes | None = None) -> socket.socket:
+    """Past the leader's challenge and its proof, as a follower's ``connect`` gets."""
+    kind, header = authenticate(sock, secret)
+    assert kind == wire.Msg.PROVEN, header
     return sock
 
 

@@ -18,6 +18,7 @@ refused: the connection is dropped and nothing of it is applied.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import os
 import select
 import shutil
@@ -82,16 +83,26 @@ def _welcome(sock: socket.socket, newest_epoch: int) -> dict[str, Any]:
 
 
 def connect(address: str, cluster: str, secret: bytes | None) -> socket.socket:
-    """A connection to the leader's replication port, past its challenge: the leader's
-    nonce is answered with this node's proof of the cluster ``secret`` (wire.py). A
-    leader that does not accept the proof answers the next message with REFUSE."""
+    """A connection to the leader's replication port, past the mutual proof of the
+    cluster ``secret`` (wire.py): the leader's nonce is answered with this node's proof,
+    and the leader answers this node's nonce with its own. A leader that does not accept
+    the proof answers REFUSE (RefusedError); one that cannot prove the secret this node
+    has is not a leader of this cluster (RefusedError: nothing is sent to it, nothing it
+    sends is applied)."""
     host, _, port = address.rpartition(":")
     sock = socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S)
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         nonce = wire.field(_expect(sock, Msg.CHALLENGE), "nonce", bytes)
+        ours = os.urandom(16)
         wire.send(sock, Msg.AUTH, {"proof": wire.proof(secret, cluster, nonce)
-                                   if secret is not None else b""})
+                                   if secret is not None else b"", "nonce": ours})
+        given = _expect(sock, Msg.PROVEN).get("proof")
+        if secret is not None and not (isinstance(given, bytes) and hmac.compare_digest(
+                given, wire.leader_proof(secret, cluster, ours))):
+            raise RefusedError(f"the node at {address} could not prove the cluster secret: "
+                               "it is not a leader of this cluster (or its --cluster-secret "
+                               "differs from this node's)")
         sock.settimeout(None)
     except BaseException:
         sock.close()

@@ -163,11 +163,16 @@ class ReplicationServer:
                 "host only; set the same --cluster-secret (or --requirepass, --api-key or "
                 f"encryption key) on every node, or turn protected mode off: {OFF}")})
             return False
+        theirs = header.get("nonce")
         if self.secret is None:
+            wire.send(conn, Msg.PROVEN, {"proof": b""})
             return True
         given = header.get("proof")
         if isinstance(given, bytes) and hmac.compare_digest(
                 given, wire.proof(self.secret, self.cluster, nonce)):
+            # ... and this node proves the secret back (the other end checks it: wire.py)
+            wire.send(conn, Msg.PROVEN, {"proof": wire.leader_proof(
+                self.secret, self.cluster, theirs) if isinstance(theirs, bytes) else b""})
             return True
         log.warning("replication connection refused: it does not know the cluster secret",
                     peer=peer)

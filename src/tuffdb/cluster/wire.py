@@ -18,14 +18,20 @@ bytes (log frames, file contents). One decoder for both ends; every malformed in
 | 9 | FORWARD | follower | kind (e.g. ``events.append``), request fields | the request |
 | 10 | FORWARD_REPLY | leader | the handler's reply fields (``code``/``message`` on failure) | the reply |
 | 11 | CHALLENGE | leader | nonce (16 random bytes) | |
-| 12 | AUTH | follower | proof (:func:`proof` of the nonce, or empty bytes) | |
+| 12 | AUTH | follower | proof (:func:`proof` of the nonce, or empty bytes), nonce (16 random bytes) | |
+| 13 | PROVEN | leader | proof (:func:`leader_proof` of the AUTH's nonce, or empty bytes) | |
 
-Every connection starts with the leader's ``CHALLENGE`` and the other end's ``AUTH``: when
-the leader has a cluster secret, the proof must be the HMAC-SHA256 of the nonce under it,
-or the leader answers ``REFUSE`` and hangs up (nothing else is read or sent). Then the
-other end sends ``HELLO`` (the log) or ``FORWARD``: a connection that opens with
-``FORWARD`` carries forwarded requests (a follower's face passing a write on to the
-leader), one at a time, instead of the log.
+Every connection starts with the leader's ``CHALLENGE``, the other end's ``AUTH`` and the
+leader's ``PROVEN``, so each end proves the cluster secret to the other: when the leader
+has one, the AUTH's proof must be the HMAC-SHA256 of its nonce under it, or the leader
+answers ``REFUSE`` and hangs up (nothing else is read or sent); when the other end has
+one, PROVEN's proof must be the HMAC of the AUTH's nonce under it (with another label, so
+neither proof can be played back as the other), or that end hangs up and follows nobody
+there (a node that took over the leader key in etcd, or a man in the middle, without the
+secret streams nothing to followers and is forwarded no client write). Then the other end
+sends ``HELLO`` (the log) or ``FORWARD``: a connection that opens with ``FORWARD`` carries
+forwarded requests (a follower's face passing a write on to the leader), one at a time,
+instead of the log.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ class Msg(IntEnum):
     FORWARD_REPLY = 10
     CHALLENGE = 11
     AUTH = 12
+    PROVEN = 13
 
 
 _encode = msgspec.msgpack.Encoder().encode
@@ -81,6 +88,13 @@ def send(sock: socket.socket, kind: Msg, header: dict[str, Any], blob: bytes = b
 def proof(secret: bytes, cluster: str, nonce: bytes) -> bytes:
     """What a node that knows the cluster's ``secret`` answers a leader's ``nonce`` with."""
     return hmac.new(secret, b"tuffdb-replication\0" + cluster.encode() + b"\0" + nonce,
+                    hashlib.sha256).digest()
+
+
+def leader_proof(secret: bytes, cluster: str, nonce: bytes) -> bytes:
+    """What a leader that knows the cluster's ``secret`` answers the other end's ``nonce``
+    with (another label than :func:`proof`: one is never the other)."""
+    return hmac.new(secret, b"tuffdb-replication-leader\0" + cluster.encode() + b"\0" + nonce,
                     hashlib.sha256).digest()
 
 
