@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tuffdb import KVStore
-from tuffdb.errors import NotFoundError
+from tuffdb.errors import NotFoundError, ProgrammingError
 
 
 @pytest.mark.parametrize("ttl", [0, -5, -0.001])
@@ -92,3 +92,24 @@ def test_ttl_changes_take_sync_as_put_does(tmp_path: Path) -> None:
     with KVStore.open(tmp_path / "kv") as store:
         assert store.get(b"k") is None
         assert store.expires_at(b"k2") == deadline
+
+
+@pytest.mark.parametrize("ttl", [float("nan"), float("inf"), 1e300])
+def test_a_ttl_that_is_not_a_finite_number_is_refused_and_writes_nothing(
+        tmp_path: Path, ttl: float) -> None:
+    """Before, NaN and infinity escaped as ValueError / OverflowError from int()."""
+    with KVStore.open(tmp_path / "kv") as kv:
+        kv.put(b"k", b"old")
+        with pytest.raises(ProgrammingError, match="finite"):
+            kv.put(b"k", b"new", ttl=ttl)
+        with pytest.raises(ProgrammingError, match="finite"):
+            kv.expire(b"k", ttl)
+        assert kv.get(b"k") == b"old" and kv.ttl(b"k") is None
+
+
+@pytest.mark.parametrize("key", [b"x", b"k" * 31, "k" * 32])
+def test_an_encryption_key_of_the_wrong_size_or_type_is_refused(
+        tmp_path: Path, key: object) -> None:
+    """Before, cryptography's own ValueError or TypeError escaped the error tree."""
+    with pytest.raises(ProgrammingError, match="encryption_key must be 32 bytes"):
+        KVStore.open(tmp_path / "kv", encryption_key=key)  # type: ignore[arg-type]

@@ -75,7 +75,10 @@ def ttl_ms(ttl: float) -> int:
     """A TTL in seconds as whole milliseconds, at least 1: the nearest, so a TTL given in
     milliseconds (PX, PEXPIRE: ``ms / 1000``) comes back exact (truncating made 1.001 s
     1,000 ms: ``1.001 * 1000`` is 1000.9999...)."""
-    return max(1, round(ttl * 1000))
+    ms = ttl * 1000
+    if not -1e18 < ms < 1e18:  # (NaN fails every comparison)
+        raise ProgrammingError(f"ttl must be a finite number of seconds, not {ttl!r}")
+    return max(1, round(ms))
 
 
 class Deadline:

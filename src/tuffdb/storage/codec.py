@@ -95,6 +95,11 @@ class Codec:
         if compression not in (None, "zstd"):
             raise ProgrammingError(f"unknown compression {compression!r}: use 'zstd' or None")
         self.compress = compression == "zstd"
+        if key is not None and (not isinstance(key, bytes) or len(key) not in (16, 24, 32)):
+            raise ProgrammingError("encryption_key must be 32 bytes (AES-256-GCM; 16 or 24 "
+                                   "for AES-128/192), not "
+                                   + (f"{len(key)} bytes" if isinstance(key, bytes)
+                                      else type(key).__name__))
         self.key = key
         self.key_id = key_id(key) if key else 0
         self._aead = AESGCM(key) if key else None
