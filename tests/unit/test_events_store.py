@@ -353,3 +353,22 @@ def test_uniform_batches_round_trip(store: EventStore, size: int) -> None:
         ("T", e.data, ["e1", "all"]) for e in evs]
     assert all(g.tracking_info == TrackingInfo("s", 1) for g in got)
     assert positions(store.read(q((["U"], ["e2"])))) == list(range(21, 30))
+
+
+@pytest.mark.parametrize(("event", "message"), [
+    (Event("T", b"x", "order-7"), "tags must be a list of str, not str"),  # type: ignore[arg-type]
+    (Event("T", b"x", ["ok", 7]), "tags must be str, not int"),  # type: ignore[list-item]
+    (Event("T", "text", ["t"]), "data must be bytes, not str"),  # type: ignore[arg-type]
+    (Event("T", 5, ["t"]), "data must be bytes, not int"),  # type: ignore[arg-type]
+    (Event(None, b"x", ["t"]), "type must be a str"),  # type: ignore[arg-type]
+])
+@pytest.mark.parametrize("batch", [1, 3, 9])  # 9: the uniform batch's own path
+def test_events_of_the_wrong_shape_are_refused_and_nothing_is_appended(
+        store: EventStore, event: Event, message: str, batch: int) -> None:
+    """Before, a str as the tags became one tag per letter (``"order-7"``: o, r, d, ...),
+    an int as the data that many zero bytes, and a str data or a non-str tag escaped as
+    TypeError / AttributeError."""
+    store.append([Event("Before", b"", ["t"])])
+    with pytest.raises(ProgrammingError, match=message):
+        store.append([event] * batch)
+    assert store.head() == 1

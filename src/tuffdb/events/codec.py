@@ -110,6 +110,42 @@ def check_names(type_b: bytes, tags: Sequence[bytes] | Sequence[str]) -> None:
         )
 
 
+def encode_names(etype: object, tags: object) -> tuple[bytes, list[bytes]]:
+    """An event's type and tags as UTF-8, checked (``check_names``): the type a str, the
+    tags a list (or other sequence) of str. A str as the tags was taken as its letters (the
+    tags of ``Event("T", b"", "order-7")`` were o, r, d, ...), a non-str tag escaped as an
+    AttributeError.
+
+    :raises ProgrammingError: a type or tags of the wrong type.
+    :raises LimitExceeded: too many tags, or names too long.
+    """
+    if type(etype) is not str:
+        raise ProgrammingError(f"event type must be a str, not {type(etype).__name__}")
+    if isinstance(tags, str | bytes) or not isinstance(tags, Sequence):
+        raise ProgrammingError(f"event tags must be a list of str, not {type(tags).__name__}")
+    try:
+        tag_bs = [x.encode() for x in tags]
+    except AttributeError:
+        bad = next(x for x in tags if type(x) is not str)
+        raise ProgrammingError(f"event tags must be str, not {type(bad).__name__}") from None
+    type_b = etype.encode()
+    check_names(type_b, tag_bs)
+    return type_b, tag_bs
+
+
+def event_bytes(data: object) -> bytes:
+    """An event's data as bytes (bytes, bytearray or memoryview; ``bytes(5)`` would have
+    made five zero bytes of an int, and a str escaped as a TypeError).
+
+    :raises ProgrammingError: anything else.
+    """
+    if type(data) is bytes:
+        return data
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    raise ProgrammingError(f"event data must be bytes, not {type(data).__name__}")
+
+
 def check_metadata(keys: Sequence[str], values: Sequence[str]) -> None:
     if len(keys) > MAX_METADATA_ENTRIES:
         raise LimitExceeded(f"metadata has {len(keys)} entries; limit {MAX_METADATA_ENTRIES}")
@@ -149,12 +185,8 @@ def encode_event(event: Event) -> tuple[bytes, str, Sequence[str]]:
     """
     etype = event.type
     tags = event.tags
-    data = event.data
-    if type(data) is not bytes:
-        data = bytes(data)
-    type_b = etype.encode()
-    tag_bs = [t.encode() for t in tags]
-    check_names(type_b, tag_bs)
+    data = event_bytes(event.data)
+    type_b, tag_bs = encode_names(etype, tags)
     parts = [b"\x0a", varint(len(type_b)), type_b]
     for tb in tag_bs:
         parts += (b"\x12", varint(len(tb)), tb)
@@ -195,12 +227,10 @@ def _uniform_block(
     if [e.uuid for e in evs].count(None) != n or any([e.metadata for e in evs]):  # noqa: C419 (a list: any() over it runs in C)
         return None
     datas = [e.data for e in evs]
+    if set(map(type, datas)) != {bytes} or len(set(map(len, datas))) != 1:
+        return None  # (the general path checks the data)
     dl = len(datas[0])
-    if len(set(map(len, datas))) != 1 or set(map(type, datas)) != {bytes}:
-        return None
-    type_b = t.encode()
-    tag_bs = [x.encode() for x in tg]
-    check_names(type_b, tag_bs)
+    type_b, tag_bs = encode_names(t, tg)
     parts = [b"\x0a", varint(len(type_b)), type_b]
     for tb in tag_bs:
         parts += (b"\x12", varint(len(tb)), tb)
@@ -246,11 +276,7 @@ def encode_events(
         t = ev.type
         tg = ev.tags
         if t is not last_t or (tg is not last_tags and tg != last_tags):
-            if type(t) is not str:
-                raise ProgrammingError(f"event type must be a str, not {type(t).__name__}")
-            type_b = t.encode()
-            tag_bs = [x.encode() for x in tg]
-            check_names(type_b, tag_bs)
+            type_b, tag_bs = encode_names(t, tg)
             parts = [b"\x0a", varint(len(type_b)), type_b]
             for tb in tag_bs:
                 parts += (b"\x12", varint(len(tb)), tb)
@@ -258,7 +284,7 @@ def encode_events(
             last_t, last_tags = t, tg
         data = ev.data
         if type(data) is not bytes:
-            data = bytes(data)
+            data = event_bytes(data)
         if ev.uuid is None and not ev.metadata:
             dl = varint(len(data))
             n = len(prefix) + 1 + len(dl) + len(data)
