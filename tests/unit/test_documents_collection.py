@@ -208,3 +208,13 @@ def test_deleted_records_can_be_restored_from_the_trash(db: Database) -> None:
     assert c.restore_all() == 1 and c.get(b)["a"] == 2
     db.drop_collection("c")
     assert db.collection("c").restore_all() == 2 and db.collection("c").count() == 2
+
+
+@pytest.mark.parametrize("ttl", [float("nan"), float("inf"), "1e400", 1e300])
+def test_a_ttl_that_is_not_a_finite_number_is_refused_and_nothing_is_written(
+        db: Database, ttl: object) -> None:
+    """Before, NaN and infinity escaped as ValueError after parsing."""
+    c = db.collection("ttl_bad")
+    with pytest.raises(ProtocolError, match="finite"):
+        c.insert({"a": 1}, ttl=ttl)
+    assert c.count() == 0

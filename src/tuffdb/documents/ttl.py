@@ -37,4 +37,6 @@ def parse_ttl(value: Any) -> float | None:
         raise ProtocolError("ttl must be seconds or a duration string like '30m'")
     if seconds < 0:
         raise ProtocolError("ttl must not be negative")
+    if not seconds < 1e15:  # NaN and infinity (they escaped later as ValueError)
+        raise ProtocolError(f"ttl must be a finite number of seconds, not {value!r}")
     return seconds or None
