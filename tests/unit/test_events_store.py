@@ -372,3 +372,15 @@ def test_events_of_the_wrong_shape_are_refused_and_nothing_is_appended(
     with pytest.raises(ProgrammingError, match=message):
         store.append([event] * batch)
     assert store.head() == 1
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"start": "a"}, "start must be a position"), ({"start": 1.5}, "start must be a position"),
+    ({"limit": -1}, "limit must be an int >= 0"), ({"limit": "3"}, "limit must be an int"),
+])
+def test_reads_with_options_of_the_wrong_type_are_refused(
+        store: EventStore, options: dict, message: str) -> None:
+    """Before, a str start escaped as a TypeError from a comparison."""
+    store.append([Event("T", b"", ["t"])])
+    with pytest.raises(ProgrammingError, match=message):
+        list(store.read(**options))

@@ -66,6 +66,11 @@ _SPARSE_SPAN = 1 << 20  # one pread covers a batch when its byte span is at most
 _SPARSE_FACTOR = 4  # ... or at most this many times the bytes it needs
 
 
+
+def _is_int(value: object) -> bool:
+    """An int or numpy integer, not a bool (read's start and limit)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
 class EventStore:
     """A DCB event store in one directory; thread-safe, one process at a time.
 
@@ -460,8 +465,10 @@ class EventStore:
         """Positions a read returns (in read order, limit applied) and the captured head."""
         if self._closed:
             raise ClosedError("the event store is closed: open it again")
-        if limit is not None and limit < 0:
-            raise ProgrammingError("limit must be >= 0")
+        if limit is not None and (not _is_int(limit) or limit < 0):
+            raise ProgrammingError(f"limit must be an int >= 0, not {limit!r}")
+        if start is not None and not _is_int(start):
+            raise ProgrammingError(f"start must be a position (an int), not {start!r}")
         head = self._head
         items = normalise(query)
         if backwards:
