@@ -185,3 +185,35 @@ def test_abandoned_transactions_past_their_timeout_are_rolled_back_by_later_comm
     tx.deadline -= 2.0  # as if it was begun and forgotten a while ago
     db.collection("c").insert({"a": 1})
     assert tx.state == "RolledBack" and tx.id not in db.active_transactions and db.versions == {}
+
+
+def test_a_transaction_left_open_cannot_pin_the_version_table_without_bound(
+        db: Database) -> None:
+    """Every commit is recorded while any transaction is open, so one left open (a crashed
+    client, a long timeout) grew that table with every write. Past its bound the oldest
+    open transactions are ended: their commit gets ConflictError (retryable) and the
+    table shrinks; newer transactions keep full conflict detection."""
+    db.tracked_versions = 100
+    c = db.collection("acc")
+    a = c.insert({"bal": 1})
+    old = db.transaction("RepeatableRead")
+    assert old.get("acc", a) is not None
+    for i in range(150):
+        c.insert({"n": i})
+    young = db.transaction("RepeatableRead")
+    for i in range(150, 160):
+        c.insert({"n": i})
+    assert len(db.versions) <= 100
+    with pytest.raises(ConflictError, match="retry"):
+        old.commit()
+    assert old.status()["state"] == "TooOld"
+    # The younger one still sees a conflict on what it read ...
+    assert young.get("acc", a) is not None
+    young.update("acc", a, {"bal": 2})
+    c.update(a, {"bal": 3})
+    with pytest.raises(ConflictError):
+        young.commit()
+    # ... and one begun now commits.
+    with db.transaction("Serializable") as tx:
+        tx.update("acc", a, {"bal": 4})
+    assert c.get(a)["bal"] == 4

@@ -38,6 +38,12 @@ TRASH_TTL_SECONDS = 7 * 86400  # deleted records stay restorable this long
 # A durable batch of at least this many ops starts its group commit at once (see apply);
 # smaller ones wait for the lock's release, so concurrent writers share their fsync.
 COMMIT_SOON_OPS = 64
+# Records whose commit sequence is kept for open transactions to check against
+# (``versions``). Past it the oldest open transactions are ended ("TooOld": their next
+# operation or commit gets ConflictError, retryable) and what no open one needs is dropped,
+# so a transaction left open (a crashed client, a long timeout) cannot grow memory without
+# bound under a write load.
+TRACKED_VERSIONS = 1_000_000
 # Records are read one at a time by id (gets, search results, joins), so the store's cold
 # blocks are 4 KiB, not the engine's 16 KiB: a cache miss decodes a quarter of the bytes and
 # the block cache holds four times as many distinct records (docs/design/kv.md, "Block size").
@@ -82,6 +88,7 @@ class Database:
         self.versions: dict[tuple[str, str], int] = {}
         self.collection_versions: dict[str, int] = {}
         self.active_transactions: dict[str, Transaction] = {}
+        self.tracked_versions = TRACKED_VERSIONS  # (tests lower it)
         self.trash_ttl: float | None = TRASH_TTL_SECONDS  # None: deletes are final
         self.listeners: list[Any] = [SearchHook(self)]  # commit listeners: documents/listeners.py
         # A cluster follower's: called with every key a leader's round wrote (replica_apply).
@@ -266,8 +273,23 @@ class Database:
             now = time.monotonic()
             for tx in [t for t in self.active_transactions.values() if now > t.deadline + 1.0]:
                 tx.rollback()  # abandoned past its timeout: stop pinning the version table
+            if len(self.versions) > self.tracked_versions:
+                self._end_oldest_transactions()
         if not self.active_transactions and self.versions:
             self.versions.clear()
+
+    def _end_oldest_transactions(self) -> None:
+        """The version table passed its bound (TRACKED_VERSIONS): end the open
+        transactions older than its newest half ("TooOld": they get ConflictError, and may
+        retry) and drop the versions no remaining one can conflict with."""
+        seqs = sorted(self.versions.values())
+        cut = seqs[len(seqs) // 2]
+        for tx in [t for t in self.active_transactions.values() if t.start_seq < cut]:
+            tx.state = "TooOld"
+            self.active_transactions.pop(tx.id, None)
+        if self.active_transactions:
+            oldest = min(t.start_seq for t in self.active_transactions.values())
+            self.versions = {k: v for k, v in self.versions.items() if v > oldest}
 
     # --- a cluster follower ---------------------------------------------------------
     def replica_apply(self, frames: bytes) -> int:

@@ -83,6 +83,11 @@ class Transaction:
 
     # --- state ------------------------------------------------------------------------
     def _check_active(self) -> None:
+        if self.state == "TooOld":
+            raise ConflictError(f"transaction {self.id} was ended: more writes committed while "
+                                "it was open than the database keeps track of "
+                                f"({self.db.tracked_versions:,} records); retry the "
+                                "transaction")
         if self.state != "Active":
             raise ProgrammingError(f"transaction {self.id} is {self.state}; begin a new one")
         if time.monotonic() > self.deadline:
