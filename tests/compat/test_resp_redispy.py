@@ -310,3 +310,22 @@ def test_pipelined_no_op_sadd_and_zadd_write_nothing(r: redis.Redis) -> None:
         assert p.execute() == [0, 1, 0, 0]
     assert _changes(r) > before
     assert r.smembers("s") == {b"m", b"n"} and r.zscore("z", "m") == 2.0
+
+
+def test_a_repeating_random_count_past_any_reply_is_refused_and_the_server_goes_on(
+        r: redis.Redis) -> None:
+    """SRANDMEMBER / HRANDFIELD / ZRANDMEMBER with a negative count repeat members, so the
+    reply has -count of them however small the collection. Built whole, a count near
+    -2**63 held the event loop and grew memory until the process died (Redis 7.0.15 hangs
+    on it too); past proto-max-bulk-len of reply it is now refused."""
+    r.sadd("rand:s", "a", "b")
+    r.hset("rand:h", mapping={"f": "v"})
+    r.zadd("rand:z", {"m": 1.0})
+    huge = -(2**61)  # (WITHVALUES past -(2**63 - 1) // 2 is out of range, as in Redis)
+    for call in (lambda: r.srandmember("rand:s", huge),
+                 lambda: r.hrandfield("rand:h", huge, withvalues=True),
+                 lambda: r.zrandmember("rand:z", huge)):
+        with pytest.raises(redis.ResponseError, match="proto-max-bulk-len"):
+            call()
+    assert r.ping()
+    assert len(r.srandmember("rand:s", -1000)) == 1000  # a count it can answer is answered

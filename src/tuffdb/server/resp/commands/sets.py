@@ -215,6 +215,13 @@ def random_members(c: Conn, a: list[bytes], open_coll: Callable[[], Coll], name:
     s = open_coll()
     if not s.existed or count == 0:
         return reply.EMPTY_ARRAY
+    # A negative count repeats members: the reply has -count of them whatever the size.
+    # Past proto-max-bulk-len of reply (6 bytes an element at least) it is refused: built
+    # whole, -9223372036854775807 held the loop and grew memory until the process died
+    # (Redis 7.0.15 too).
+    if count < 0 and -count * (12 if with_values else 6) > c.srv.max_bulk_len:
+        raise CommandError(f"ERR count {count} asks for a reply over proto-max-bulk-len "
+                           f"({c.srv.max_bulk_len} bytes); ask for fewer")
     picked = _pick(c, s, abs(count), distinct=count > 0)
     if not with_values:
         return reply.array([reply.bulk(m) for m, _ in picked])
