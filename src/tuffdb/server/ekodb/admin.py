@@ -4,15 +4,16 @@
 KV entries live in the documents store under ``k\\x00<key>`` as typed values (any JSON
 value; envelopes are honoured), with the store's own TTL. ``GET /api/kv/get/{key}``
 answers ``{"type": T, "value": v}`` (the recorded real-server shape; the client reads
-``value``). ``/api/kv/find`` matches ``pattern`` with Python ``re.search`` on the key. KV access
+``value``). ``/api/kv/find`` matches ``pattern`` with RE2's search on the key. KV access
 needs an admin key or a permission on the pseudo-collection ``_kv`` (or ``*``).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
+
+import re2
 
 from tuffdb.documents import codec
 from tuffdb.documents.database import KV
@@ -143,13 +144,23 @@ def kv_batch_delete(app: App, ctx: Ctx) -> Any:
     return [[k, app.db.kv.delete(_kv_key(k), sync=False)] for k in _keys(ctx.body())]
 
 
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # (a bad pattern is the client's 400, not a server log line)
+
+
 def kv_find(app: App, ctx: Ctx) -> Any:
+    """Keys matching a regular expression, by RE2 (linear in the key, as ekoDB's own Rust
+    regex is: no backreferences or lookaround). Python's backtracking ``re`` let one
+    request hold the server: ``^(a+)+$`` against a key of 30 a's and a ``!``."""
     body = ctx.body(empty={}) or {}
     pattern = body.get("pattern") if isinstance(body, dict) else None
+    if pattern is not None and not isinstance(pattern, str):
+        raise ProtocolError("bad pattern: it must be a string (a regular expression)")
     try:
-        rx = re.compile(pattern) if pattern else None
-    except (re.error, TypeError) as exc:
-        raise ProtocolError(f"bad pattern: {exc}") from None
+        rx = re2.compile(pattern, _RE2_OPTIONS) if pattern else None
+    except re2.error as exc:
+        detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
+        raise ProtocolError(f"bad pattern: {detail}") from None
     out = []
     for k, raw in app.db.kv.scan(KV):
         name = k[len(KV) :].decode()
