@@ -12,7 +12,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 import pytest
@@ -20,24 +20,13 @@ from websockets.exceptions import ConnectionClosed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ekodb_harness import Client, EkoServer
-from test_realtime_ws_sse import WAIT, open_ws, sse_block
+from test_realtime_ws_sse import WAIT, client, open_ws, server, sse_block  # noqa: F401 (fixtures)
 
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EkoServer]:
-    with EkoServer(tmp_path_factory.mktemp("ekodb"), durable_operations=True) as s:
-        yield s
-        assert s.stop() == 0, "".join(s.lines)
 
 
 @pytest.fixture
-def admin(server: EkoServer) -> Iterator[Client]:
-    c = server.client()
-    yield c
-    c.close()
+def admin(client: Client) -> Client:
+    return client
 
 
 def new_key(admin: Client, collection: str) -> str:

@@ -374,16 +374,22 @@ def test_a_script_is_atomic_and_serves_blocked_clients_after_it(
                 c.close()
 
 
+def _start_runaway(admin: RawClient, runner: RawClient, body: str, threshold_ms: int) -> None:
+    """``runner`` starts script ``body``; returns once ``admin`` gets -BUSY for it."""
+    admin.call("CONFIG", "SET", "busy-reply-threshold", str(threshold_ms))
+    runner.send("EVAL", body, "0")
+    deadline = time.monotonic() + WAIT_S
+    while admin.call("PING") == b"+PONG\r\n":
+        assert time.monotonic() < deadline
+
+
 def _busy_then_kill(port: int,
                     body: str = "local i = 0 while true do i = i + 1 end") -> list[bytes]:
     """A runaway script: others get -BUSY; SCRIPT KILL ends it."""
     admin, runner = RawClient(port), RawClient(port)
     try:
-        admin.call("CONFIG", "SET", "busy-reply-threshold", "100")
-        runner.send("EVAL", body, "0")
-        deadline = time.monotonic() + WAIT_S
-        while (busy := admin.call("PING")) == b"+PONG\r\n":
-            assert time.monotonic() < deadline
+        _start_runaway(admin, runner, body, 100)
+        busy = admin.call("PING")
         killed = admin.call("SCRIPT", "KILL")
         out = [busy, killed, runner.read(), admin.call("SCRIPT", "KILL"), admin.call("PING")]
         admin.call("CONFIG", "SET", "busy-reply-threshold", "5000")
@@ -422,11 +428,8 @@ def test_a_client_that_leaves_while_its_script_runs_leaves_the_server_sound(
     proc = start_tuffdb(tmp_path / "t")
     admin, runner = RawClient(proc.port), RawClient(proc.port)
     try:
-        admin.call("CONFIG", "SET", "busy-reply-threshold", "10")
-        runner.send("EVAL", "local i = 0 while true do i = i + 1 end", "0")
+        _start_runaway(admin, runner, "local i = 0 while true do i = i + 1 end", 10)
         deadline = time.monotonic() + WAIT_S
-        while admin.call("PING") == b"+PONG\r\n":
-            assert time.monotonic() < deadline
         runner.close()  # (the server sees it before the kill: it was sent first)
         assert admin.call("SCRIPT", "KILL") == b"+OK\r\n"
         while (pong := admin.call("PING")) != b"+PONG\r\n":
@@ -443,11 +446,7 @@ def test_a_client_that_leaves_while_its_script_runs_leaves_the_server_sound(
 def _unkillable(proc: ServerProcess) -> bytes:
     admin, runner = RawClient(proc.port), RawClient(proc.port)
     try:
-        admin.call("CONFIG", "SET", "busy-reply-threshold", "100")
-        runner.send("EVAL", "redis.call('SET', 'x', '1') while true do end", "0")
-        deadline = time.monotonic() + WAIT_S
-        while admin.call("PING") == b"+PONG\r\n":
-            assert time.monotonic() < deadline
+        _start_runaway(admin, runner, "redis.call('SET', 'x', '1') while true do end", 100)
         return admin.call("SCRIPT", "KILL")
     finally:
         admin.close()

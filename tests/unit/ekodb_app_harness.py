@@ -42,6 +42,15 @@ class App:
         assert resp.status == 200, resp.body
         return bytes(resp.body) if raw else json.loads(resp.body)
 
+    def call_as(self, token: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """(status, decoded JSON body) of a request made with ``token``, whatever the
+        status (for tests of what another key is refused)."""
+        headers = {"content-type": "application/json", "authorization": f"Bearer {token}"}
+        resp = self.app.handle(Request(method, path.encode(), headers,
+                                       b"" if body is None else json.dumps(body).encode()))
+        assert isinstance(resp, Response)
+        return resp.status, json.loads(resp.body)
+
     def close(self) -> None:
         self.face.db.close()
 

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from tuffdb.security.auth import Permission
-from tuffdb.server.ekodb.proto import Request
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ekodb_app_harness import App  # noqa: E402
@@ -43,10 +42,7 @@ class Limited:
         self.token = app.login(key.key)
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        headers = {"content-type": "application/json", "authorization": f"Bearer {self.token}"}
-        resp = self.app.app.handle(Request(method, path.encode(), headers,
-                                           b"" if body is None else json.dumps(body).encode()))
-        return resp.status, json.loads(resp.body)  # type: ignore[union-attr]
+        return self.app.call_as(self.token, method, path, body)
 
 
 @pytest.fixture
