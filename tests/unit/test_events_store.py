@@ -22,6 +22,12 @@ from tuffdb.events import (
 )
 
 
+# A value of the wrong Python type: ProgrammingError from our own checks, or, in the
+# compiled build (mypyc), the TypeError its typed signatures raise at the call, before
+# them ("int or None object expected; got str"). Either way nothing is done.
+WRONG_TYPE = (ProgrammingError, TypeError)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[EventStore]:
     s = EventStore.open(tmp_path / "ev")
@@ -360,7 +366,7 @@ def test_uniform_batches_round_trip(store: EventStore, size: int) -> None:
     (Event("T", b"x", ["ok", 7]), "tags must be str, not int"),  # type: ignore[list-item]
     (Event("T", "text", ["t"]), "data must be bytes, not str"),  # type: ignore[arg-type]
     (Event("T", 5, ["t"]), "data must be bytes, not int"),  # type: ignore[arg-type]
-    (Event(None, b"x", ["t"]), "type must be a str"),  # type: ignore[arg-type]
+    (Event(None, b"x", ["t"]), "type must be a str|str object expected"),  # type: ignore[arg-type]
 ])
 @pytest.mark.parametrize("batch", [1, 3, 9])  # 9: the uniform batch's own path
 def test_events_of_the_wrong_shape_are_refused_and_nothing_is_appended(
@@ -369,18 +375,20 @@ def test_events_of_the_wrong_shape_are_refused_and_nothing_is_appended(
     an int as the data that many zero bytes, and a str data or a non-str tag escaped as
     TypeError / AttributeError."""
     store.append([Event("Before", b"", ["t"])])
-    with pytest.raises(ProgrammingError, match=message):
+    with pytest.raises(WRONG_TYPE, match=message):
         store.append([event] * batch)
     assert store.head() == 1
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"start": "a"}, "start must be a position"), ({"start": 1.5}, "start must be a position"),
-    ({"limit": -1}, "limit must be an int >= 0"), ({"limit": "3"}, "limit must be an int"),
+    ({"start": "a"}, "start must be a position|int or None object expected"),
+    ({"start": 1.5}, "start must be a position|int or None object expected"),
+    ({"limit": -1}, "limit must be an int >= 0"),
+    ({"limit": "3"}, "limit must be an int|int or None object expected"),
 ])
 def test_reads_with_options_of_the_wrong_type_are_refused(
         store: EventStore, options: dict, message: str) -> None:
-    """Before, a str start escaped as a TypeError from a comparison."""
+    """Before, a str start escaped from deep inside as a TypeError from a comparison."""
     store.append([Event("T", b"", ["t"])])
-    with pytest.raises(ProgrammingError, match=message):
+    with pytest.raises(WRONG_TYPE, match=message):
         list(store.read(**options))
