@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 from tuffdb import metrics
 from tuffdb._failpoints import failpoint
 from tuffdb._format.checksum import crc32c
-from tuffdb.backup.manifest import FileEntry, Manifest, StoreEntry, check_format, decode
+from tuffdb.backup.manifest import (FileEntry, Manifest, StoreEntry, check_format, count,
+                                    decode)
 from tuffdb.backup.take import upload_snapshot
 from tuffdb.errors import CorruptionError, Error, OperationalError
 from tuffdb.log import get_logger
@@ -106,31 +107,22 @@ def decode_chunk(blob: bytes, where: str) -> tuple[list[dict[str, Any]], memoryv
     return changes, data
 
 
-_INT = int  # (bool is an int too: refused below)
-
-
-def _int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, _INT) or value < 0:
-        raise TypeError(f"{what} is {value!r}, not a count")
-    return value
-
-
 def _check_change(c: Any, where: str) -> int:
     """A chunk's change is well formed (the fields restore reads, of the right types, file
     names inside the store: storage.files.check_inside); returns its data bytes. A chunk
     passes its checksum whoever wrote it, so restore relies on this, not on the writer."""
     if not isinstance(c, dict):
         raise TypeError(f"a change is {type(c).__name__}, not an object")
-    _int(c["v"], "v")
-    _int(c["t"], "t")
+    count(c["v"], "v")
+    count(c["t"], "t")
     kind, name = c["kind"], c.get("name", "")
     if kind not in ("round", "added", "removed") or not isinstance(name, str):
         raise TypeError(f"change {c['v']} has kind {kind!r}, name {name!r}")
     if kind != "round":
         check_inside(name, where)
     if kind == "added":
-        _int(c["size"], "size")
-        _int(c["crc32c"], "crc32c")
+        count(c["size"], "size")
+        count(c["crc32c"], "crc32c")
         if not isinstance(c["object"], str):
             raise TypeError(f"change {c['v']}'s object is {c['object']!r}")
     total = 0
@@ -138,7 +130,7 @@ def _check_change(c: Any, where: str) -> int:
         if not isinstance(part, list) or len(part) != 4:
             raise TypeError(f"change {c['v']} has a part {part!r}")
         check_inside(part[0], where)
-        start, end, length = (_int(x, "a part's offset") for x in part[1:])
+        start, end, length = (count(x, "a part's offset") for x in part[1:])
         if end - start != length:
             raise TypeError(f"change {c['v']}'s part {part!r} does not add up")
         total += length
@@ -173,18 +165,18 @@ class Head:
             bases, lines = doc["bases"], doc["lines"]
             if not isinstance(bases, list) or not isinstance(lines, dict):
                 raise TypeError("bases must be a list and lines an object")
-            head = cls(_int(doc["epoch"], "epoch"), str(doc["writer"]),
-                       _int(doc["updated_ns"], "updated_ns"), float(doc["retention_s"]),
+            head = cls(count(doc["epoch"], "epoch"), str(doc["writer"]),
+                       count(doc["updated_ns"], "updated_ns"), float(doc["retention_s"]),
                        bases, lines)
             for b in head.bases:
                 if not isinstance(b["object"], str):
                     raise TypeError(f"a base's object is {b['object']!r}")
-                _int(b["time_ns"], "a base's time_ns")
+                count(b["time_ns"], "a base's time_ns")
             for key, info in head.lines.items():
                 store, _, line = key.partition("/")
                 check_inside(store, where, single=True)
                 check_inside(line, where, single=True)
-                _int(info["through"], f"line {key}'s through")
+                count(info["through"], f"line {key}'s through")
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptionError(f"{where} is damaged: {exc!r}", path=where) from None
         return head

@@ -101,16 +101,24 @@ def decode(data: bytes, where: str) -> Manifest:
         raise CorruptionError(f"{where} is damaged: {exc!r}", path=where) from None
 
 
-def _count(value: Any) -> bool:
+def is_count(value: Any) -> bool:
+    """A non-negative int that is not a bool (a size, offset, time or version)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def count(value: Any, what: str) -> int:
+    """``value`` if :func:`is_count`, else TypeError naming ``what``."""
+    if not is_count(value):
+        raise TypeError(f"{what} is {value!r}, not a count")
+    return int(value)
 
 
 def _store(entry: StoreEntry, where: str) -> StoreEntry:
     """The fields restore reads, of the right types (TypeError otherwise)."""
-    if (entry.kind not in ("kv", "events") or not all(map(_count, (
+    if (entry.kind not in ("kv", "events") or not all(map(is_count, (
             entry.key_id, entry.version, entry.time_ns))) or not isinstance(entry.line, str)
             or not isinstance(entry.positions, dict)
-            or not all(map(_count, entry.positions.values()))):
+            or not all(map(is_count, entry.positions.values()))):
         raise TypeError(f"a store entry of kind {entry.kind!r} has fields of the wrong type")
     for name in entry.positions:
         check_inside(name, where)
@@ -121,7 +129,7 @@ def _entry(doc: dict[str, Any], where: str) -> FileEntry:
     entry = FileEntry(**doc)  # version 1 entries have no check: "crc32c"
     check_inside(entry.name, where)  # (restore writes it under the store's directory)
     if (entry.kind not in ("file", "log") or not isinstance(entry.object, str)
-            or not all(map(_count, (entry.size, entry.crc32c, entry.trailer)))):
+            or not all(map(is_count, (entry.size, entry.crc32c, entry.trailer)))):
         raise CorruptionError(f"{where}: {entry.name} has fields of the wrong type",
                               path=where)
     if entry.check not in (CHECK_CRC32C, CHECK_FRAMES):

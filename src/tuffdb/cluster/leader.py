@@ -115,14 +115,15 @@ class ReplicationServer:
                 self._unadmitted += 1
                 self._conns.add(conn)
             threading.Thread(target=self._serve,
-                             args=(conn, f"{addr[0]}:{addr[1]}", next(self._links)),
+                             args=(conn, f"{addr[0]}:{addr[1]}", next(self._links),
+                                   is_local(addr[0])),
                              name="tuffdb-repl-send", daemon=True).start()
 
-    def _serve(self, conn: socket.socket, peer: str, link: int) -> None:
+    def _serve(self, conn: socket.socket, peer: str, link: int, local: bool) -> None:
         follower: FollowerState | None = None
         try:
             try:
-                admitted = self._admit(conn, peer)
+                admitted = self._admit(conn, peer, local)
             finally:
                 with self._lock:
                     self._unadmitted -= 1
@@ -145,7 +146,7 @@ class ReplicationServer:
             with contextlib.suppress(OSError):
                 conn.close()
 
-    def _admit(self, conn: socket.socket, peer: str) -> bool:
+    def _admit(self, conn: socket.socket, peer: str, local: bool) -> bool:
         """Challenge the connection; True if it proved it knows the cluster secret (or
         none is configured). A failed proof gets REFUSE and is logged."""
         nonce = os.urandom(16)
@@ -155,7 +156,7 @@ class ReplicationServer:
         if kind != Msg.AUTH:
             raise ProtocolError(f"expected AUTH, got {kind.name}")
         conn.settimeout(None)
-        if self.local_only and not is_local(peer.rpartition(":")[0].strip("[]")):
+        if self.local_only and not local:
             log.warning("replication connection refused: protected mode (no cluster secret) "
                         "admits nodes on this host only", peer=peer)
             wire.send(conn, Msg.REFUSE, {"reason": (

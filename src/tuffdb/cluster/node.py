@@ -611,7 +611,7 @@ class Node:
             host=self.config.host, port=self.config.replication_port, cluster=self.cluster,
             node=self.node_id, sequencer=seq, history=lambda: self.state.history,
             snapshot=self._snapshot, forward=self.forward_handlers, secret=self.secret,
-            protected_mode=getattr(self.config, "protected_mode", True))
+            protected_mode=self.config.protected_mode)
         self._write_sync(frozenset())
         for s in self.stores.values():
             if s.on_promote is not None:

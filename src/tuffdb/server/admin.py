@@ -202,7 +202,7 @@ class AdminServer:
         return sum(hmac.compare_digest(given, t) for t in self._tokens) > 0
 
     async def _run_backup(self, payload: bytes, authorization: bytes,
-                          local: bool = True) -> tuple[int, str, bytes]:
+                          local: bool) -> tuple[int, str, bytes]:
         if self._local_only and not local:
             return 403, "application/json", json.dumps({
                 "error": "tuffdb is running in protected mode: with neither --api-key nor "

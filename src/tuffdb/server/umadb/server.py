@@ -144,7 +144,7 @@ def create(config: Any) -> UmaDBFace:
         tls_cert=config.tls_cert,
         tls_key=config.tls_key,
         store_options=store_options,
-        protected_mode=getattr(config, "protected_mode", True),
+        protected_mode=config.protected_mode,
     )
 
 
